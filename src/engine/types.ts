@@ -1,0 +1,89 @@
+/**
+ * The transport-agnostic shapes the adapters (forward proxy, undici interceptor) translate to and
+ * from. Adapters never decide verdicts: they call `Gate.route()` on the request head, stream
+ * ungoverned traffic themselves, and hand governed requests (body buffered) to `Gate.handle()`.
+ */
+import type { DispatchState } from '../store/index.js';
+
+/** Header values as node:http gives them: lower-case names. */
+export type HeaderMap = Record<string, string | string[] | undefined>;
+
+/** Optional context from agent-aware clients (`Effectgate-*` request headers, DESIGN.md §4.2). */
+export interface GateContext {
+  readonly run: string | null;
+  readonly step: string | null;
+  readonly operation: string | null;
+  readonly worker: string | null;
+  readonly agentVersion: string | null;
+  readonly retryReason: string | null;
+}
+
+/** A request head, normalized: no hop-by-hop, `Proxy-*` or `Effectgate-*` headers left in `headers`. */
+export interface GateRequestHead {
+  readonly scheme: 'http' | 'https';
+  /** Upper-case. */
+  readonly method: string;
+  /** Lower-case host name; IPv6 literal without brackets. */
+  readonly host: string;
+  readonly port: number;
+  /** Path without query, as sent. */
+  readonly path: string;
+  /** Raw query string without `?`, `''` when none. */
+  readonly query: string;
+  /** End-to-end request headers to forward (lower-case names). */
+  readonly headers: HeaderMap;
+  readonly context: GateContext;
+}
+
+export interface GateRequest extends GateRequestHead {
+  /** The complete request body (empty when none). */
+  readonly body: Uint8Array;
+}
+
+/** What the engine asks an adapter to send upstream. Headers are final: send them as they are. */
+export interface UpstreamRequest {
+  readonly scheme: 'http' | 'https';
+  readonly method: string;
+  readonly host: string;
+  readonly port: number;
+  /** Path plus `?query` when there is one. */
+  readonly pathAndQuery: string;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Uint8Array;
+}
+
+export type UpstreamResult =
+  | {
+      readonly kind: 'response';
+      readonly status: number;
+      /** End-to-end response headers (hop-by-hop already removed), lower-case names. */
+      readonly headers: Record<string, string | string[]>;
+      readonly body: Uint8Array;
+    }
+  | {
+      readonly kind: 'failure';
+      /** `not_sent` only when nothing left the gate; when unsure, `sent_no_response`. */
+      readonly dispatchState: Extract<DispatchState, 'not_sent' | 'sent_no_response'>;
+      readonly timedOut: boolean;
+      /** Short description, e.g. `ECONNREFUSED` or `UND_ERR_HEADERS_TIMEOUT`; never a secret. */
+      readonly error: string;
+    };
+
+/** Sends one request upstream, buffering the response; never follows redirects; never throws. */
+export type UpstreamSender = (request: UpstreamRequest) => Promise<UpstreamResult>;
+
+/** A complete response made by the gate (a verdict) or relayed from the upstream (an allow). */
+export interface GateResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Uint8Array;
+}
+
+/** What `Gate.route()` says about a request head, without touching the store. */
+export type RouteDecision =
+  /** No tool can match: stream it through untouched. */
+  | { readonly kind: 'pass' }
+  /** Refused without a store round trip (`default: block`); send `response`. */
+  | { readonly kind: 'refuse'; readonly response: GateResponse }
+  /** Some tool's route matches: buffer the body (up to `maxBodyBytes`) and call `Gate.handle()`. */
+  | { readonly kind: 'govern'; readonly maxBodyBytes: number };

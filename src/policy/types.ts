@@ -1,0 +1,137 @@
+/**
+ * The validated, frozen, defaulted form of `policies/*.yaml` (DESIGN.md §4.1). Everything here is
+ * produced once at load time; nothing on the request path re-validates it.
+ */
+
+export type Effect = 'read' | 'create' | 'set_state' | 'append' | 'notify' | 'destroy' | 'financial';
+export type VerdictProtocol = 'http' | 'jsonrpc';
+export type DefaultAction = 'allow' | 'block';
+
+/** Where a declaration came from, for error messages and the trail. */
+export interface SourceLocation {
+  readonly file: string;
+  readonly line: number;
+}
+
+/**
+ * A JSONPath compiled and checked at load time. `evaluate` runs jsonpath-plus with script
+ * evaluation disabled and returns every match (an empty array when the path is absent).
+ */
+export interface CompiledPath {
+  readonly expression: string;
+  evaluate(document: unknown): unknown[];
+}
+
+/** The head of a request: everything classification needs except the body. */
+export interface RouteInput {
+  /** Lower-case host name without port; IPv6 literals without brackets. */
+  readonly host: string;
+  readonly port: number;
+  /** Upper-case method. */
+  readonly method: string;
+  /** Decoded-as-sent path without the query string, e.g. `/repos/acme/api/issues`. */
+  readonly path: string;
+}
+
+/** Result of a successful route match. */
+export interface RouteMatch {
+  /** `{name}` captures from the path template. */
+  readonly params: Readonly<Record<string, string>>;
+}
+
+/**
+ * A compiled `match` block. Route matching (host, method, path) needs only the request head; body
+ * conditions need the parsed JSON body and are checked by `matchesBody`.
+ */
+export interface ToolMatcher {
+  matchRoute(input: RouteInput): RouteMatch | null;
+  /** True when the tool declares `match.body` conditions (the body must be buffered to decide). */
+  readonly hasBodyConditions: boolean;
+  /** Checks `match.body` equality conditions against the parsed JSON body (true when none). */
+  matchesBody(body: unknown): boolean;
+  /** Human-readable reason, recorded in the trail: e.g. `POST api.github.com /repos/{owner}/{repo}/issues`. */
+  explain(): string;
+}
+
+/** A status selector from `outcome`: a class like `2xx` or an exact code like `409`. */
+export type StatusSelector = { readonly kind: 'class'; readonly hundreds: number } | { readonly kind: 'code'; readonly code: number };
+
+export type OutcomeClass = 'succeeded' | 'failed' | 'unknown';
+
+export interface OutcomeContract {
+  readonly succeeded: readonly StatusSelector[];
+  readonly failed: readonly StatusSelector[];
+  readonly unknown: readonly StatusSelector[];
+  /**
+   * Classifies a response status by the tool's contract: exact codes win over classes, then
+   * succeeded, failed, unknown in that order; a status the contract does not name is `unknown`
+   * (the gate never guesses success from a verb or a status it was not told about).
+   */
+  classify(status: number): OutcomeClass;
+}
+
+export interface DedupeConfig {
+  readonly key: readonly CompiledPath[];
+  /** Window in milliseconds; `null` means permanent. */
+  readonly windowMs: number | null;
+  readonly pendingTtlMs: number;
+  readonly waitMs: number;
+  readonly onMissing: 'block' | 'allow';
+}
+
+export interface IdempotencyConfig {
+  /** Header to inject, default `Idempotency-Key`. */
+  readonly header: string;
+  readonly honored: boolean;
+}
+
+export interface ResponseConfig {
+  /** JSONPath into the JSON response body giving the destination's own reference. */
+  readonly ref: CompiledPath | null;
+  /** Response header whose presence (and truthy value) says the destination replayed a stored result. */
+  readonly replayedHeader: string | null;
+}
+
+export interface ReconcileConfig {
+  readonly method: string;
+  /** Path template with `{name}` placeholders filled from the request's path params; may carry a query. */
+  readonly path: string;
+  readonly items: CompiledPath;
+  /** Remote item field path → request argument path. */
+  readonly match: readonly { readonly remote: CompiledPath; readonly argument: CompiledPath }[];
+}
+
+export interface Tool {
+  readonly id: string;
+  readonly source: SourceLocation;
+  readonly match: ToolMatcher;
+  readonly effect: Effect;
+  /** `null` keeps duplicate recognition off for this tool. */
+  readonly dedupe: DedupeConfig | null;
+  /** `null` injects nothing. */
+  readonly idempotency: IdempotencyConfig | null;
+  readonly retry: { readonly budget: number };
+  readonly outcome: OutcomeContract;
+  readonly response: ResponseConfig;
+  /** Argument paths (over `{path, query, body}`) whose values never reach the store. */
+  readonly redact: readonly CompiledPath[];
+  /** Volatile argument paths left out of the request fingerprint. */
+  readonly fingerprintIgnore: readonly CompiledPath[];
+  readonly reconcile: ReconcileConfig | null;
+  readonly verdict: { readonly protocol: VerdictProtocol };
+}
+
+/** Everything loaded from one policies folder (or file). Frozen. */
+export interface PolicySet {
+  readonly default: DefaultAction;
+  readonly loopBreaker: { readonly maxDuplicateSkips: number };
+  readonly tools: readonly Tool[];
+  /** Files that were loaded, in load order. */
+  readonly files: readonly string[];
+}
+
+/** A tool whose route matched a request head, with its path captures. */
+export interface Classification {
+  readonly tool: Tool;
+  readonly params: Readonly<Record<string, string>>;
+}

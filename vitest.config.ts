@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // Integration suites open real PGlite and PostgreSQL stores; two cores here.
+    pool: 'forks',
+    maxWorkers: 2,
+  },
+});
