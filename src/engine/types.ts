@@ -87,3 +87,16 @@ export type RouteDecision =
   | { readonly kind: 'refuse'; readonly response: GateResponse }
   /** Some tool's route matches: buffer the body (up to `maxBodyBytes`) and call `Gate.handle()`. */
   | { readonly kind: 'govern'; readonly maxBodyBytes: number };
+
+/** Transport-level refusals made by the gate itself, before the engine can classify. */
+export type TransportProblem = 'body_too_large' | 'bad_request' | 'proxy_auth_required';
+
+/**
+ * What adapters talk to. `handle()` never throws: a store outage is answered 503 (fail closed), an
+ * upstream without a usable response 502/504, all as `application/problem+json`.
+ */
+export interface GateHandler {
+  route(head: GateRequestHead): RouteDecision;
+  handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse>;
+  refuse(head: GateRequestHead | null, problem: TransportProblem, detail: string): GateResponse;
+}

@@ -1,0 +1,1 @@
+export { createAdminServer, type AdminServer } from './admin-server.js';

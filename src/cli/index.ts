@@ -1,0 +1,51 @@
+import { isEffectgateError } from '../errors.js';
+import { runAudit } from './audit-command.js';
+import { runMigrate } from './migrate-command.js';
+import { runPolicies } from './policies-command.js';
+import { runProxy } from './proxy-command.js';
+
+const USAGE = `usage: effectgate <command> [options]
+
+commands:
+  proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent)
+  policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
+  audit verify       verify the hash-chained event log (exit 1 naming the first bad event)
+  migrate            apply pending store migrations
+
+Store: --store postgres://… | pglite:DIR (default: DATABASE_URL, else pglite:./.effectgate)`;
+
+/** The `effectgate` command. Returns the exit code; never calls process.exit itself. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'proxy':
+        return await runProxy(rest);
+      case 'policies':
+        return await runPolicies(rest);
+      case 'audit':
+        return await runAudit(rest);
+      case 'migrate':
+        return await runMigrate(rest);
+      case undefined:
+      case '-h':
+      case '--help':
+      case 'help':
+        process.stdout.write(`${USAGE}\n`);
+        return command === undefined ? 2 : 0;
+      default:
+        process.stderr.write(`effectgate: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
+        return 2;
+    }
+  } catch (err) {
+    if (isEffectgateError(err)) {
+      process.stderr.write(`effectgate: ${err.code}: ${err.message}\n`);
+      return 1;
+    }
+    if (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`effectgate: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}

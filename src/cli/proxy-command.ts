@@ -1,0 +1,84 @@
+import { parseArgs } from 'node:util';
+import { createAdminServer } from '../admin/index.js';
+import { checkPositiveInt, parseListen, parsePortList, scopeFromFlagsAndEnv } from '../config/index.js';
+import { createGate } from '../engine/index.js';
+import { loadPolicies } from '../policy/index.js';
+import { createProxyServer } from '../proxy/index.js';
+import { openStore, resolveStoreUrl } from '../store/index.js';
+import { jsonLogger } from './json-logger.js';
+
+/**
+ * `effectgate proxy`: the forward proxy on `--listen`, policies from `--policies`, the store from
+ * `--store`/`DATABASE_URL`/embedded PGlite. Applies pending migrations unless `--no-migrate`.
+ * Stops gracefully on SIGINT/SIGTERM.
+ */
+export async function runProxy(argv: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      listen: { type: 'string', default: '127.0.0.1:8080' },
+      admin: { type: 'string' },
+      policies: { type: 'string', default: 'policies' },
+      store: { type: 'string' },
+      tenant: { type: 'string' },
+      area: { type: 'string' },
+      agent: { type: 'string' },
+      'no-migrate': { type: 'boolean', default: false },
+      'max-body-bytes': { type: 'string' },
+      'allow-connect-ports': { type: 'string' },
+      'run-id': { type: 'string' },
+    },
+  });
+  const listen = parseListen('--listen', values.listen);
+  const admin = values.admin === undefined ? null : parseListen('--admin', values.admin);
+  const scope = scopeFromFlagsAndEnv(values);
+  const maxBodyBytes = values['max-body-bytes'] === undefined ? undefined : checkPositiveInt('--max-body-bytes', values['max-body-bytes']);
+  const allowConnectPorts =
+    values['allow-connect-ports'] === undefined ? [443, 80] : [443, 80, ...parsePortList('--allow-connect-ports', values['allow-connect-ports'])];
+  const logger = jsonLogger(process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info');
+
+  const policies = await loadPolicies(values.policies);
+  const storeUrl = resolveStoreUrl(values.store);
+  const store = await openStore({ url: storeUrl, migrate: !values['no-migrate'] });
+  const gate = await createGate({
+    policies,
+    store,
+    scope,
+    ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
+    ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
+    logger,
+  });
+  const proxy = createProxyServer({ gate, allowConnectPorts });
+  const addr = await proxy.listen(listen.host, listen.port);
+  const adminServer = admin === null ? null : createAdminServer({ store });
+  const adminAddr = adminServer === null || admin === null ? null : await adminServer.listen(admin.host, admin.port);
+  logger.info(
+    {
+      listen: `${addr.address}:${addr.port}`,
+      admin: adminAddr === null ? null : `${adminAddr.address}:${adminAddr.port}`,
+      store: store.kind === 'postgres' ? 'postgres' : storeUrl,
+      tools: policies.tools.map((t) => t.id),
+      default: policies.default,
+      scope,
+      run: gate.runId,
+    },
+    'effectgate proxy listening',
+  );
+  process.stdout.write(
+    `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n`,
+  );
+
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  logger.info({}, 'effectgate proxy stopping');
+  await Promise.allSettled([proxy.close(), adminServer?.close()]);
+  await store.close();
+  return 0;
+}

@@ -1,0 +1,54 @@
+import { checkPositiveInt, checkScope } from '../config/index.js';
+import { loadPolicies, type PolicySet } from '../policy/index.js';
+import { openStore, type Store, uuidv7 } from '../store/index.js';
+import { Gate, type GateLogger } from './gate.js';
+
+export interface CreateGateOptions {
+  /** A loaded policy set, or a policies folder / file to load. */
+  readonly policies: PolicySet | string;
+  /** An open store, or a store URL (`postgres://…`, `pglite:DIR`, `pglite:memory`). */
+  readonly store: Store | string;
+  readonly scope: { readonly tenant: string; readonly area: string; readonly agent: string };
+  /** Run id for requests without `Effectgate-Run`; default one UUIDv7 per gate. */
+  readonly runId?: string;
+  /** Largest governed request body, default 1 MiB. */
+  readonly maxBodyBytes?: number;
+  /** Key of the HMAC authority reference (default `EFFECTGATE_AUTHORITY_KEY`, else none). */
+  readonly authorityKey?: string | null;
+  readonly logger?: GateLogger;
+}
+
+const silent: GateLogger = { info() {}, warn() {}, error() {} };
+
+/**
+ * Creates the engine every front door shares. Options are validated once, here.
+ *
+ * @example
+ * import { createGate } from 'effectgate';
+ * import { gateInterceptor } from 'effectgate/undici';
+ * import { Agent, setGlobalDispatcher } from 'undici';
+ *
+ * const gate = await createGate({
+ *   policies: './policies',
+ *   store: 'pglite:./.effectgate',
+ *   scope: { tenant: 'acme', area: 'support', agent: 'triage-bot' },
+ * });
+ * setGlobalDispatcher(new Agent().compose(gateInterceptor(gate, { run: 'run-42' })));
+ */
+export async function createGate(options: CreateGateOptions): Promise<Gate> {
+  const scope = checkScope(options.scope);
+  const maxBodyBytes = options.maxBodyBytes === undefined ? 1024 * 1024 : checkPositiveInt('maxBodyBytes', options.maxBodyBytes);
+  const policies = typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
+  const store = typeof options.store === 'string' ? await openStore({ url: options.store }) : options.store;
+  return new Gate(
+    Object.freeze({
+      policies,
+      store,
+      scope,
+      runId: options.runId ?? uuidv7(),
+      maxBodyBytes,
+      authorityKey: options.authorityKey === undefined ? (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? null) : options.authorityKey,
+      logger: options.logger ?? silent,
+    }),
+  );
+}

@@ -1,0 +1,379 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Classifier, type Classification, type PolicySet, type Tool } from '../policy/index.js';
+import { type DecideResult, type OutcomeInput, type Scope, type Store, uuidv7 } from '../store/index.js';
+import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
+import { extractDestinationRef, readReplayed } from './response-facts.js';
+import { authorityRef, requestFingerprint } from './request-fingerprint.js';
+import { buildSemanticKey } from './semantic-key.js';
+import { sha256Ref } from './canonical-json.js';
+import type {
+  GateHandler,
+  GateRequest,
+  GateRequestHead,
+  GateResponse,
+  RouteDecision,
+  TransportProblem,
+  UpstreamRequest,
+  UpstreamResult,
+  UpstreamSender,
+} from './types.js';
+import { blockFacts, factsForDecision } from './verdict-facts.js';
+import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
+
+/** Minimal structured logger; the CLI passes a JSON-lines one, tests none. */
+export interface GateLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+/** Options of {@link Gate}; validated and frozen once by `createGate`. */
+export interface GateOptions {
+  readonly policies: PolicySet;
+  readonly store: Store;
+  readonly scope: Scope;
+  /** Run id for requests without `Effectgate-Run` (default: one UUIDv7 per gate instance). */
+  readonly runId: string;
+  readonly maxBodyBytes: number;
+  /** Key for the HMAC authority reference; `null` records only which header carried a credential. */
+  readonly authorityKey: string | null;
+  readonly logger: GateLogger;
+}
+
+const encoder = new TextEncoder();
+const EMPTY = new Uint8Array(0);
+
+/**
+ * The engine: classify → scope → key → resolve duplicate state → record the Gate decision →
+ * verdict → dispatch → outcome (DESIGN.md §1). Adapters call `route()` on the head and `handle()`
+ * with the buffered body; all verdict logic lives here.
+ *
+ * Store budget per governed request: allow = `decide` + `recordOutcome` (two round trips);
+ * duplicate, halted and block = `decide` (one). Ungoverned traffic never reaches the store.
+ */
+export class Gate implements GateHandler {
+  readonly #o: GateOptions;
+  readonly #classifier: Classifier;
+
+  constructor(options: GateOptions) {
+    this.#o = options;
+    this.#classifier = new Classifier(options.policies);
+  }
+
+  get runId(): string {
+    return this.#o.runId;
+  }
+
+  get policies(): PolicySet {
+    return this.#o.policies;
+  }
+
+  route(head: GateRequestHead): RouteDecision {
+    const candidates = this.#classifier.candidates(head);
+    if (candidates.length > 0) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
+    if (this.#o.policies.default === 'block') return { kind: 'refuse', response: this.#defaultBlock(head) };
+    return { kind: 'pass' };
+  }
+
+  refuse(_head: GateRequestHead | null, problem: TransportProblem, detail: string): GateResponse {
+    const map = {
+      body_too_large: { status: 413, title: 'Request body too large' },
+      bad_request: { status: 400, title: 'Bad proxy request' },
+      proxy_auth_required: { status: 407, title: 'Proxy authentication required' },
+    } as const;
+    const m = map[problem];
+    const body = {
+      type: `urn:effectgate:problem:${problem}`,
+      title: m.title,
+      status: m.status,
+      detail,
+      message: detail,
+    };
+    return {
+      status: m.status,
+      headers: { 'content-type': 'application/problem+json', 'cache-control': 'no-store' },
+      body: encoder.encode(JSON.stringify(body)),
+    };
+  }
+
+  async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
+    const candidates = this.#classifier.candidates(request);
+    const args0 = buildArgumentDocument(request, {});
+    const chosen = this.#classifier.select(candidates, args0.body);
+    if (chosen === null) {
+      // A route matched but no tool's body conditions did: the request is unclassified.
+      if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
+      return this.#relay(await send(toUpstream(request, null)), null);
+    }
+    const args: ArgumentDocument = { ...args0, path: chosen.params };
+    try {
+      return await this.#govern(request, chosen, args, send);
+    } catch (err) {
+      this.#o.logger.error({ err: String(err), tool: chosen.tool.id }, 'store unavailable; failing closed');
+      return this.#storeUnavailable(chosen.tool, args.body);
+    }
+  }
+
+  async #govern(request: GateRequest, c: Classification, args: ArgumentDocument, send: UpstreamSender): Promise<GateResponse> {
+    const tool = c.tool;
+    const o = this.#o;
+    const ctx = request.context;
+    const common = {
+      runId: ctx.run ?? o.runId,
+      step: ctx.step,
+      worker: ctx.worker,
+      agentVersion: ctx.agentVersion,
+      scope: o.scope,
+      toolId: tool.id,
+      explain: tool.match.explain(),
+      maxDuplicateSkips: o.policies.loopBreaker.maxDuplicateSkips,
+      request: {
+        scheme: request.scheme,
+        method: request.method,
+        host: request.host,
+        port: request.port,
+        path: request.path,
+        route: tool.match.explain(),
+        fingerprint: requestFingerprint(request, tool, args),
+        authorityRef: authorityRef(request.headers, o.authorityKey),
+      },
+    };
+
+    let key = null;
+    let keyError: string | null = null;
+    if (tool.dedupe !== null) {
+      const k = buildSemanticKey(tool, o.scope, args);
+      if (k.ok) {
+        key = { hash: k.hash, values: k.values, windowMs: tool.dedupe.windowMs, pendingTtlMs: tool.dedupe.pendingTtlMs };
+      } else {
+        keyError = `key_path_missing: ${k.missing.join(', ')}`;
+        if (tool.dedupe.onMissing === 'block') {
+          const r = await o.store.decide({ ...common, kind: 'block', decisionId: uuidv7(), reason: keyError });
+          if (r.verdict === 'allow') throw new Error('store answered allow to a block');
+          return this.#answer(r, tool, args.body, request);
+        }
+      }
+    }
+
+    const waitMs = tool.dedupe?.waitMs ?? 0;
+    const deadline = Date.now() + waitMs;
+    const newOperationId = uuidv7();
+    const newAttemptId = uuidv7();
+    const reserve = (recordPending: boolean): Promise<DecideResult> =>
+      o.store.decide({
+        ...common,
+        kind: 'reserve',
+        decisionId: uuidv7(),
+        key,
+        keyError,
+        newOperationId,
+        newAttemptId,
+        idempotencyHeader: tool.idempotency?.header ?? null,
+        retryBudget: tool.retry.budget,
+        recordPending,
+      });
+    let pollMs = 20;
+    let result = await reserve(waitMs === 0);
+    // Another run holds the key: wait briefly and ask again (seed: "others wait briefly and
+    // retry"); only the last answer is recorded. An unknown outcome will not settle within
+    // `wait`, so it is recorded at once.
+    while (result.verdict === 'pending' && result.decisionId === null) {
+      const remaining = deadline - Date.now();
+      if (result.operationState === 'unknown' || remaining <= 0) {
+        result = await reserve(true);
+      } else {
+        await sleep(Math.min(pollMs, remaining));
+        pollMs = Math.min(pollMs * 2, 250);
+        result = await reserve(Date.now() >= deadline);
+      }
+    }
+    if (result.verdict !== 'allow') return this.#answer(result, tool, args.body, request);
+
+    const upstream = toUpstream(request, tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null);
+    const started = performance.now();
+    const sent = await send(upstream);
+    const durationMs = Math.round((performance.now() - started) * 1000) / 1000;
+    const outcome = outcomeOf(sent, tool, result, key?.hash ?? null, key?.windowMs ?? null, durationMs);
+    const facts: VerdictFacts = {
+      verdict: 'allow',
+      status: 200,
+      title: 'Allowed',
+      detail: '',
+      tool,
+      decisionId: result.decisionId,
+      operationId: result.operationId,
+      attemptId: result.attemptId,
+    };
+    let recorded = true;
+    try {
+      await o.store.recordOutcome(outcome);
+    } catch (err) {
+      // The effect may have happened: the agent must still get the destination's answer. The
+      // reservation stays pending and expires after pending_ttl (seed: prefer trying again over
+      // pretending an unrecorded effect is done forever).
+      recorded = false;
+      o.logger.error({ err: String(err), operation: result.operationId }, 'outcome not recorded');
+    }
+    o.logger.info(
+      {
+        verdict: 'allow',
+        tool: tool.id,
+        run: common.runId,
+        operation: result.operationId,
+        attempt: result.attemptId,
+        state: outcome.operationState,
+        status: outcome.status,
+      },
+      'governed decision',
+    );
+    if (sent.kind === 'failure') {
+      const timedOut = sent.timedOut;
+      return renderVerdict(
+        {
+          ...facts,
+          status: timedOut ? 504 : 502,
+          title: timedOut ? 'Upstream timed out' : 'No usable upstream response',
+          detail:
+            sent.dispatchState === 'not_sent'
+              ? `The request for tool ${tool.id} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
+              : `The request for tool ${tool.id} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
+          extra: { dispatch_state: sent.dispatchState, operation_state: outcome.operationState },
+        },
+        request.headers,
+        args.body,
+      );
+    }
+    const response = this.#relay(sent, facts);
+    if (!recorded) (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
+    return response;
+  }
+
+  #answer(result: Exclude<DecideResult, { verdict: 'allow' }>, tool: Tool, body: unknown, request: GateRequestHead): GateResponse {
+    const facts =
+      result.verdict === 'block'
+        ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
+        : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0);
+    this.#o.logger.info(
+      { verdict: result.verdict, tool: tool.id, run: request.context.run ?? this.#o.runId, decision: result.decisionId, operation: facts.operationId },
+      'governed decision',
+    );
+    return renderVerdict(facts, request.headers, body);
+  }
+
+  #relay(sent: UpstreamResult, facts: VerdictFacts | null): GateResponse {
+    if (sent.kind === 'failure') {
+      const body = {
+        type: 'urn:effectgate:problem:upstream_failed',
+        title: sent.timedOut ? 'Upstream timed out' : 'Upstream unreachable',
+        status: sent.timedOut ? 504 : 502,
+        detail: `The destination gave no usable response (${sent.error}).`,
+        dispatch_state: sent.dispatchState,
+      };
+      return {
+        status: body.status,
+        headers: { 'content-type': 'application/problem+json' },
+        body: encoder.encode(JSON.stringify(body)),
+      };
+    }
+    if (facts === null) return { status: sent.status, headers: sent.headers, body: sent.body };
+    return { status: sent.status, headers: { ...sent.headers, ...verdictHeaders(facts) }, body: sent.body };
+  }
+
+  #defaultBlock(head: GateRequestHead): GateResponse {
+    const detail = `Egress to ${head.method} ${head.host}${head.path} matches no tool classification and the policy default is block. Nothing was sent.`;
+    return renderVerdict(
+      {
+        verdict: 'block',
+        status: 403,
+        title: 'Unclassified egress blocked',
+        detail,
+        tool: null,
+        decisionId: null,
+        operationId: null,
+        extra: { reason: 'unclassified' },
+      },
+      head.headers,
+      undefined,
+    );
+  }
+
+  #storeUnavailable(tool: Tool, body: unknown): GateResponse {
+    const detail = `The gate cannot reach its store, so it cannot tell whether this ${tool.effect} effect (tool ${tool.id}) was already done. Nothing was sent (fail closed). Try again later.`;
+    const problem = {
+      type: 'urn:effectgate:problem:store_unavailable',
+      title: 'Gate store unavailable',
+      status: 503,
+      detail,
+      message: detail,
+      code: 'EG_ERR_STORE_UNAVAILABLE',
+      tool: tool.id,
+    };
+    if (tool.verdict.protocol === 'jsonrpc') {
+      const id = body !== null && typeof body === 'object' ? ((body as Record<string, unknown>)['id'] ?? null) : null;
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/json', 'retry-after': '5' },
+        body: encoder.encode(JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32056, message: detail, data: problem } })),
+      };
+    }
+    return {
+      status: 503,
+      headers: { 'content-type': 'application/problem+json', 'retry-after': '5', 'cache-control': 'no-store' },
+      body: encoder.encode(JSON.stringify(problem)),
+    };
+  }
+}
+
+function toUpstream(request: GateRequest, inject: { name: string; value: string } | null): UpstreamRequest {
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(request.headers)) {
+    if (v !== undefined && k !== 'content-length') headers[k] = v;
+  }
+  if (inject !== null) headers[inject.name.toLowerCase()] = inject.value;
+  const defaultPort = request.scheme === 'https' ? 443 : 80;
+  const hostName = request.host.includes(':') ? `[${request.host}]` : request.host;
+  headers['host'] = request.port === defaultPort ? hostName : `${hostName}:${request.port}`;
+  return {
+    scheme: request.scheme,
+    method: request.method,
+    host: request.host,
+    port: request.port,
+    pathAndQuery: request.query === '' ? request.path : `${request.path}?${request.query}`,
+    headers,
+    body: request.body.byteLength === 0 && (request.method === 'GET' || request.method === 'HEAD') ? EMPTY : request.body,
+  };
+}
+
+function outcomeOf(
+  sent: UpstreamResult,
+  tool: Tool,
+  allow: Extract<DecideResult, { verdict: 'allow' }>,
+  keyHash: string | null,
+  windowMs: number | null,
+  durationMs: number,
+): OutcomeInput {
+  const base = { operationId: allow.operationId, attemptId: allow.attemptId, decisionId: allow.decisionId, keyHash, windowMs, durationMs };
+  if (sent.kind === 'failure') {
+    return {
+      ...base,
+      dispatchState: sent.dispatchState,
+      // Nothing left the gate: a definite non-effect. Anything else: nobody knows (never `failed`).
+      operationState: sent.dispatchState === 'not_sent' ? 'failed' : 'unknown',
+      status: null,
+      responseFingerprint: null,
+      destinationRef: null,
+      replayed: null,
+      error: sent.error,
+    };
+  }
+  return {
+    ...base,
+    dispatchState: 'response_received',
+    operationState: tool.outcome.classify(sent.status),
+    status: sent.status,
+    responseFingerprint: sha256Ref(sent.body),
+    destinationRef: extractDestinationRef(tool, sent.body),
+    replayed: readReplayed(tool, sent.headers),
+    error: null,
+  };
+}

@@ -1,0 +1,97 @@
+import type { Tool } from '../policy/index.js';
+import type { DecideResult } from '../store/index.js';
+import type { VerdictFacts } from './verdict-response.js';
+
+/**
+ * Turns a store decision (or a gate-side refusal) into the facts of the answer. The `detail` texts
+ * are written for a model: they say what happened, that nothing was sent, and what to do next.
+ */
+export function factsForDecision(result: Exclude<DecideResult, { verdict: 'allow' }>, tool: Tool, waitMs: number): VerdictFacts {
+  switch (result.verdict) {
+    case 'duplicate': {
+      const s = result.source;
+      const where =
+        s === null
+          ? 'an earlier run whose identity is not recorded'
+          : `run ${s.runId ?? 'unknown'}${s.step ? ` step ${s.step}` : ''} (operation ${s.operationId}, confirmed at ${s.confirmedAt}${s.destinationRef ? `, result ${s.destinationRef}` : ''})`;
+      return {
+        verdict: 'duplicate',
+        status: 409,
+        title: 'Duplicate effect skipped',
+        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}. The gate skipped it so it does not happen twice; nothing was sent. Do not retry it: use the earlier result.`,
+        tool,
+        decisionId: result.decisionId,
+        operationId: result.operationId,
+        source: s,
+      };
+    }
+    case 'pending': {
+      const unknown = result.operationState === 'unknown';
+      return {
+        verdict: 'pending',
+        status: 409,
+        title: unknown ? 'Same effect has an unknown outcome' : 'Same effect in progress',
+        detail: unknown
+          ? `The same ${tool.effect} effect (tool ${tool.id}, operation ${result.operationId}) was sent earlier and its outcome is unknown: it may already have happened. Nothing was sent. Do not repeat it; wait until the outcome is settled, then check whether it happened.`
+          : `Another run is performing the same ${tool.effect} effect right now (tool ${tool.id}, operation ${result.operationId}). Nothing was sent. Wait, then check its result before trying again.`,
+        tool,
+        decisionId: result.decisionId,
+        operationId: result.operationId,
+        retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+        extra: { operation_state: result.operationState },
+      };
+    }
+    case 'halted':
+      return {
+        verdict: 'halted',
+        status: 429,
+        title: 'Run halted by the loop breaker',
+        detail: `This run proposed ${result.duplicateSkips} effects that were already done, so the gate halted every further governed call of this run. Stop proposing effects and report to a person.`,
+        tool,
+        decisionId: result.decisionId,
+        operationId: null,
+        extra: { duplicate_skips: result.duplicateSkips },
+      };
+    case 'block':
+      return blockFacts(tool, result.decisionId, result.reason, result.operationId);
+  }
+}
+
+export function blockFacts(tool: Tool, decisionId: string, reason: string, operationId: string | null): VerdictFacts {
+  if (reason.startsWith('key_path_missing')) {
+    const missing = reason.slice(reason.indexOf(':') + 1).trim();
+    return {
+      verdict: 'block',
+      status: 422,
+      title: 'Duplicate key cannot be built',
+      detail: `The request lacks ${missing}, which tool ${tool.id} needs to recognise a repeated effect. The gate refused it and sent nothing. Include the missing field and try again.`,
+      tool,
+      decisionId,
+      operationId: null,
+      extra: { reason: 'key_path_missing', missing: missing.split(', ') },
+    };
+  }
+  if (reason === 'retry_budget_exhausted') {
+    return {
+      verdict: 'block',
+      status: 403,
+      title: 'Retry budget exhausted',
+      detail: `Operation ${operationId ?? ''} of tool ${tool.id} already used its ${tool.retry.budget} attempts. The gate refused another and sent nothing. Ask a person before trying again.`,
+      tool,
+      decisionId,
+      operationId,
+      operationHeader: false,
+      extra: { reason },
+    };
+  }
+  return {
+    verdict: 'block',
+    status: 403,
+    title: 'Blocked by policy',
+    detail: `Tool ${tool.id} is blocked by policy (${reason}). Nothing was sent.`,
+    tool,
+    decisionId,
+    operationId: null,
+    extra: { reason },
+  };
+}

@@ -1,0 +1,22 @@
+/**
+ * effectgate: stops AI agents from doing the same external effect twice and keeps an honest,
+ * hash-chained trail of every attempt. In-process entry point; see `effectgate/undici` for the
+ * interceptor and the `effectgate` command for the forward proxy.
+ */
+export { createGate, Gate } from './engine/index.js';
+export type {
+  CreateGateOptions,
+  GateHandler,
+  GateLogger,
+  GateRequest,
+  GateRequestHead,
+  GateResponse,
+  UpstreamRequest,
+  UpstreamResult,
+} from './engine/index.js';
+export { EffectgateError, ERROR_CODES, PolicyError, StoreError } from './errors.js';
+export type { ErrorCode, PolicyIssue } from './errors.js';
+export { loadPolicies } from './policy/index.js';
+export type { PolicySet, Tool } from './policy/index.js';
+export { openStore, verifyChain } from './store/index.js';
+export type { Store, Scope, OperationRecord, DecisionRecord, EventRecord } from './store/index.js';
