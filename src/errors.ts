@@ -7,7 +7,8 @@
 export const ERROR_CODES = {
   EG_ERR_POLICY_INVALID: 'A tool classification file is invalid (YAML, schema, JSONPath or route).',
   EG_ERR_CONFIG_INVALID: 'A command-line flag, environment variable or option is invalid.',
-  EG_ERR_STORE_UNAVAILABLE: 'The store (PostgreSQL or PGlite) could not be reached or answered with an error.',
+  EG_ERR_STORE_UNAVAILABLE:
+    'The store (PostgreSQL or PGlite) could not be reached or answered with an error.',
   EG_ERR_STORE_LOCKED: 'The embedded PGlite store directory is already open in another live process.',
   EG_ERR_MIGRATION_FAILED: 'A store migration failed; the store was left at the last good migration.',
   EG_ERR_AUDIT_CHAIN_BROKEN: 'The hash-chained event log does not verify.',

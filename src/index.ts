@@ -3,7 +3,7 @@
  * hash-chained trail of every attempt. In-process entry point; see `effectgate/undici` for the
  * interceptor and the `effectgate` command for the forward proxy.
  */
-export { createGate, Gate } from './engine/index.js';
+
 export type {
   CreateGateOptions,
   GateHandler,
@@ -14,9 +14,10 @@ export type {
   UpstreamRequest,
   UpstreamResult,
 } from './engine/index.js';
-export { EffectgateError, ERROR_CODES, PolicyError, StoreError } from './errors.js';
+export { createGate, Gate } from './engine/index.js';
 export type { ErrorCode, PolicyIssue } from './errors.js';
-export { loadPolicies } from './policy/index.js';
+export { EffectgateError, ERROR_CODES, PolicyError, StoreError } from './errors.js';
 export type { PolicySet, Tool } from './policy/index.js';
+export { loadPolicies } from './policy/index.js';
+export type { DecisionRecord, EventRecord, OperationRecord, Scope, Store } from './store/index.js';
 export { openStore, verifyChain } from './store/index.js';
-export type { Store, Scope, OperationRecord, DecisionRecord, EventRecord } from './store/index.js';

@@ -1,1 +1,1 @@
-export { createAdminServer, type AdminServer } from './admin-server.js';
+export { type AdminServer, createAdminServer } from './admin-server.js';

@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
 import { type EventRecord, openStore, resolveStoreUrl, verifyChain } from '../store/index.js';
 
-async function* allEvents(store: { readEvents(after: number, limit: number): Promise<EventRecord[]> }): AsyncGenerator<EventRecord> {
+async function* allEvents(store: {
+  readEvents(after: number, limit: number): Promise<EventRecord[]>;
+}): AsyncGenerator<EventRecord> {
   let after = 0;
   for (;;) {
     const page = await store.readEvents(after, 1000);
@@ -27,8 +29,12 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
     const head = await store.chainHead();
     const report = await verifyChain(allEvents(store), head);
     if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
-    else if (report.ok) process.stdout.write(`audit chain intact: ${report.checked} event(s), head seq ${head.lastSeq}\n`);
-    else process.stdout.write(`audit chain BROKEN at event seq ${report.firstBad?.seq}: ${report.firstBad?.reason}\n`);
+    else if (report.ok)
+      process.stdout.write(`audit chain intact: ${report.checked} event(s), head seq ${head.lastSeq}\n`);
+    else
+      process.stdout.write(
+        `audit chain BROKEN at event seq ${report.firstBad?.seq}: ${report.firstBad?.reason}\n`,
+      );
     return report.ok ? 0 : 1;
   } finally {
     await store.close();

@@ -7,7 +7,9 @@ export function jsonLogger(level: string): GateLogger {
   const min = LEVELS[level as keyof typeof LEVELS] ?? LEVELS.info;
   const write = (lvl: keyof typeof LEVELS, fields: Record<string, unknown>, msg: string): void => {
     if (LEVELS[lvl] < min) return;
-    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields })}\n`);
+    process.stderr.write(
+      `${JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields })}\n`,
+    );
   };
   return {
     info: (f, m) => write('info', f, m),

@@ -32,9 +32,14 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const listen = parseListen('--listen', values.listen);
   const admin = values.admin === undefined ? null : parseListen('--admin', values.admin);
   const scope = scopeFromFlagsAndEnv(values);
-  const maxBodyBytes = values['max-body-bytes'] === undefined ? undefined : checkPositiveInt('--max-body-bytes', values['max-body-bytes']);
+  const maxBodyBytes =
+    values['max-body-bytes'] === undefined
+      ? undefined
+      : checkPositiveInt('--max-body-bytes', values['max-body-bytes']);
   const allowConnectPorts =
-    values['allow-connect-ports'] === undefined ? [443, 80] : [443, 80, ...parsePortList('--allow-connect-ports', values['allow-connect-ports'])];
+    values['allow-connect-ports'] === undefined
+      ? [443, 80]
+      : [443, 80, ...parsePortList('--allow-connect-ports', values['allow-connect-ports'])];
   const logger = jsonLogger(process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info');
 
   const policies = await loadPolicies(values.policies);
@@ -51,7 +56,8 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const proxy = createProxyServer({ gate, allowConnectPorts });
   const addr = await proxy.listen(listen.host, listen.port);
   const adminServer = admin === null ? null : createAdminServer({ store });
-  const adminAddr = adminServer === null || admin === null ? null : await adminServer.listen(admin.host, admin.port);
+  const adminAddr =
+    adminServer === null || admin === null ? null : await adminServer.listen(admin.host, admin.port);
   logger.info(
     {
       listen: `${addr.address}:${addr.port}`,

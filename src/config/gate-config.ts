@@ -51,7 +51,10 @@ export function scopeFromFlagsAndEnv(
 export function checkPositiveInt(name: string, value: unknown): number {
   const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n <= 0) {
-    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `${name} must be a positive integer; got ${JSON.stringify(value)}`);
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `${name} must be a positive integer; got ${JSON.stringify(value)}`,
+    );
   }
   return n;
 }
@@ -61,7 +64,10 @@ export function parseListen(name: string, value: string): { host: string; port: 
   const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(value);
   const port = m ? Number(m[3]) : Number.NaN;
   if (!m || port > 65535) {
-    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `${name} must be host:port (e.g. 127.0.0.1:8080); got ${JSON.stringify(value)}`);
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `${name} must be host:port (e.g. 127.0.0.1:8080); got ${JSON.stringify(value)}`,
+    );
   }
   return { host: (m[1] ?? m[2]) as string, port };
 }

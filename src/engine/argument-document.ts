@@ -47,7 +47,10 @@ export function parseBody(body: Uint8Array, contentType: string | undefined): un
   }
 }
 
-export function buildArgumentDocument(request: GateRequest, params: Readonly<Record<string, string>>): ArgumentDocument {
+export function buildArgumentDocument(
+  request: GateRequest,
+  params: Readonly<Record<string, string>>,
+): ArgumentDocument {
   const ct = request.headers['content-type'];
   return {
     path: params,

@@ -37,8 +37,10 @@ const silent: GateLogger = { info() {}, warn() {}, error() {} };
  */
 export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const scope = checkScope(options.scope);
-  const maxBodyBytes = options.maxBodyBytes === undefined ? 1024 * 1024 : checkPositiveInt('maxBodyBytes', options.maxBodyBytes);
-  const policies = typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
+  const maxBodyBytes =
+    options.maxBodyBytes === undefined ? 1024 * 1024 : checkPositiveInt('maxBodyBytes', options.maxBodyBytes);
+  const policies =
+    typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
   const store = typeof options.store === 'string' ? await openStore({ url: options.store }) : options.store;
   return new Gate(
     Object.freeze({
@@ -47,7 +49,10 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
       scope,
       runId: options.runId ?? uuidv7(),
       maxBodyBytes,
-      authorityKey: options.authorityKey === undefined ? (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? null) : options.authorityKey,
+      authorityKey:
+        options.authorityKey === undefined
+          ? (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? null)
+          : options.authorityKey,
       logger: options.logger ?? silent,
     }),
   );

@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Classifier, type Classification, type PolicySet, type Tool } from '../policy/index.js';
+import { type Classification, Classifier, type PolicySet, type Tool } from '../policy/index.js';
 import { type DecideResult, type OutcomeInput, type Scope, type Store, uuidv7 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
-import { extractDestinationRef, readReplayed } from './response-facts.js';
-import { authorityRef, requestFingerprint } from './request-fingerprint.js';
-import { buildSemanticKey } from './semantic-key.js';
 import { sha256Ref } from './canonical-json.js';
+import { authorityRef, requestFingerprint } from './request-fingerprint.js';
+import { extractDestinationRef, readReplayed } from './response-facts.js';
+import { buildSemanticKey } from './semantic-key.js';
 import type {
   GateHandler,
   GateRequest,
@@ -114,7 +114,12 @@ export class Gate implements GateHandler {
     }
   }
 
-  async #govern(request: GateRequest, c: Classification, args: ArgumentDocument, send: UpstreamSender): Promise<GateResponse> {
+  async #govern(
+    request: GateRequest,
+    c: Classification,
+    args: ArgumentDocument,
+    send: UpstreamSender,
+  ): Promise<GateResponse> {
     const tool = c.tool;
     const o = this.#o;
     const ctx = request.context;
@@ -144,11 +149,21 @@ export class Gate implements GateHandler {
     if (tool.dedupe !== null) {
       const k = buildSemanticKey(tool, o.scope, args);
       if (k.ok) {
-        key = { hash: k.hash, values: k.values, windowMs: tool.dedupe.windowMs, pendingTtlMs: tool.dedupe.pendingTtlMs };
+        key = {
+          hash: k.hash,
+          values: k.values,
+          windowMs: tool.dedupe.windowMs,
+          pendingTtlMs: tool.dedupe.pendingTtlMs,
+        };
       } else {
         keyError = `key_path_missing: ${k.missing.join(', ')}`;
         if (tool.dedupe.onMissing === 'block') {
-          const r = await o.store.decide({ ...common, kind: 'block', decisionId: uuidv7(), reason: keyError });
+          const r = await o.store.decide({
+            ...common,
+            kind: 'block',
+            decisionId: uuidv7(),
+            reason: keyError,
+          });
           if (r.verdict === 'allow') throw new Error('store answered allow to a block');
           return this.#answer(r, tool, args.body, request);
         }
@@ -189,7 +204,10 @@ export class Gate implements GateHandler {
     }
     if (result.verdict !== 'allow') return this.#answer(result, tool, args.body, request);
 
-    const upstream = toUpstream(request, tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null);
+    const upstream = toUpstream(
+      request,
+      tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
+    );
     const started = performance.now();
     const sent = await send(upstream);
     const durationMs = Math.round((performance.now() - started) * 1000) / 1000;
@@ -244,17 +262,29 @@ export class Gate implements GateHandler {
       );
     }
     const response = this.#relay(sent, facts);
-    if (!recorded) (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
+    if (!recorded)
+      (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
     return response;
   }
 
-  #answer(result: Exclude<DecideResult, { verdict: 'allow' }>, tool: Tool, body: unknown, request: GateRequestHead): GateResponse {
+  #answer(
+    result: Exclude<DecideResult, { verdict: 'allow' }>,
+    tool: Tool,
+    body: unknown,
+    request: GateRequestHead,
+  ): GateResponse {
     const facts =
       result.verdict === 'block'
         ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
         : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0);
     this.#o.logger.info(
-      { verdict: result.verdict, tool: tool.id, run: request.context.run ?? this.#o.runId, decision: result.decisionId, operation: facts.operationId },
+      {
+        verdict: result.verdict,
+        tool: tool.id,
+        run: request.context.run ?? this.#o.runId,
+        decision: result.decisionId,
+        operation: facts.operationId,
+      },
       'governed decision',
     );
     return renderVerdict(facts, request.headers, body);
@@ -309,16 +339,23 @@ export class Gate implements GateHandler {
       tool: tool.id,
     };
     if (tool.verdict.protocol === 'jsonrpc') {
-      const id = body !== null && typeof body === 'object' ? ((body as Record<string, unknown>)['id'] ?? null) : null;
+      const id =
+        body !== null && typeof body === 'object' ? ((body as Record<string, unknown>)['id'] ?? null) : null;
       return {
         status: 200,
         headers: { 'content-type': 'application/json', 'retry-after': '5' },
-        body: encoder.encode(JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32056, message: detail, data: problem } })),
+        body: encoder.encode(
+          JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32056, message: detail, data: problem } }),
+        ),
       };
     }
     return {
       status: 503,
-      headers: { 'content-type': 'application/problem+json', 'retry-after': '5', 'cache-control': 'no-store' },
+      headers: {
+        'content-type': 'application/problem+json',
+        'retry-after': '5',
+        'cache-control': 'no-store',
+      },
       body: encoder.encode(JSON.stringify(problem)),
     };
   }
@@ -340,7 +377,10 @@ function toUpstream(request: GateRequest, inject: { name: string; value: string 
     port: request.port,
     pathAndQuery: request.query === '' ? request.path : `${request.path}?${request.query}`,
     headers,
-    body: request.body.byteLength === 0 && (request.method === 'GET' || request.method === 'HEAD') ? EMPTY : request.body,
+    body:
+      request.body.byteLength === 0 && (request.method === 'GET' || request.method === 'HEAD')
+        ? EMPTY
+        : request.body,
   };
 }
 
@@ -352,7 +392,14 @@ function outcomeOf(
   windowMs: number | null,
   durationMs: number,
 ): OutcomeInput {
-  const base = { operationId: allow.operationId, attemptId: allow.attemptId, decisionId: allow.decisionId, keyHash, windowMs, durationMs };
+  const base = {
+    operationId: allow.operationId,
+    attemptId: allow.attemptId,
+    decisionId: allow.decisionId,
+    keyHash,
+    windowMs,
+    durationMs,
+  };
   if (sent.kind === 'failure') {
     return {
       ...base,

@@ -1,6 +1,6 @@
-export type * from './types.js';
-export { canonicalJson, sha256Ref, hmacRef } from './canonical-json.js';
+export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
+export { type CreateGateOptions, createGate } from './create-gate.js';
+export { Gate, type GateLogger, type GateOptions } from './gate.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
-export { Gate, type GateOptions, type GateLogger } from './gate.js';
-export { createGate, type CreateGateOptions } from './create-gate.js';
-export { renderVerdict, negotiateProblemType, type VerdictFacts } from './verdict-response.js';
+export type * from './types.js';
+export { negotiateProblemType, renderVerdict, type VerdictFacts } from './verdict-response.js';

@@ -9,7 +9,10 @@ import type { GateRequest, HeaderMap } from './types.js';
  * checked at load (script evaluation disabled); here they only locate nodes to delete.
  */
 export function withoutPaths(doc: ArgumentDocument, paths: readonly CompiledPath[]): unknown {
-  const copy = structuredClone({ path: doc.path, query: doc.query, body: doc.body }) as Record<string, unknown>;
+  const copy = structuredClone({ path: doc.path, query: doc.query, body: doc.body }) as Record<
+    string,
+    unknown
+  >;
   for (const p of paths) {
     const hits = JSONPath({ path: p.expression, json: copy, resultType: 'all', eval: false, wrap: true }) as {
       parent: unknown;
@@ -18,8 +21,10 @@ export function withoutPaths(doc: ArgumentDocument, paths: readonly CompiledPath
     // Delete from the deepest/last index first so array positions stay valid.
     for (const hit of hits.reverse()) {
       const parent = hit.parent;
-      if (Array.isArray(parent) && typeof hit.parentProperty === 'number') parent.splice(hit.parentProperty, 1);
-      else if (parent !== null && typeof parent === 'object') delete (parent as Record<string, unknown>)[hit.parentProperty];
+      if (Array.isArray(parent) && typeof hit.parentProperty === 'number')
+        parent.splice(hit.parentProperty, 1);
+      else if (parent !== null && typeof parent === 'object')
+        delete (parent as Record<string, unknown>)[hit.parentProperty];
     }
   }
   return copy;
@@ -34,7 +39,9 @@ export function withoutPaths(doc: ArgumentDocument, paths: readonly CompiledPath
 export function requestFingerprint(request: GateRequest, tool: Tool, args: ArgumentDocument): string {
   const stripped = withoutPaths(args, [...tool.fingerprintIgnore, ...tool.redact]) as Record<string, unknown>;
   const body =
-    args.body === undefined && request.body.byteLength > 0 ? { raw_sha256: sha256Ref(request.body) } : stripped.body;
+    args.body === undefined && request.body.byteLength > 0
+      ? { raw_sha256: sha256Ref(request.body) }
+      : stripped.body;
   return sha256Ref(
     canonicalJson({
       method: request.method,

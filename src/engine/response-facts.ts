@@ -26,7 +26,10 @@ export function extractDestinationRef(tool: Tool, body: Uint8Array): string | nu
  * Stripe's `Idempotent-Replayed: true`). `null` when the tool declares no such header: the gate
  * then cannot tell, and says so instead of guessing.
  */
-export function readReplayed(tool: Tool, headers: Readonly<Record<string, string | string[]>>): boolean | null {
+export function readReplayed(
+  tool: Tool,
+  headers: Readonly<Record<string, string | string[]>>,
+): boolean | null {
   const name = tool.response.replayedHeader;
   if (name === null) return null;
   const raw = headers[name.toLowerCase()];

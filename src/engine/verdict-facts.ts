@@ -6,7 +6,11 @@ import type { VerdictFacts } from './verdict-response.js';
  * Turns a store decision (or a gate-side refusal) into the facts of the answer. The `detail` texts
  * are written for a model: they say what happened, that nothing was sent, and what to do next.
  */
-export function factsForDecision(result: Exclude<DecideResult, { verdict: 'allow' }>, tool: Tool, waitMs: number): VerdictFacts {
+export function factsForDecision(
+  result: Exclude<DecideResult, { verdict: 'allow' }>,
+  tool: Tool,
+  waitMs: number,
+): VerdictFacts {
   switch (result.verdict) {
     case 'duplicate': {
       const s = result.source;
@@ -57,7 +61,12 @@ export function factsForDecision(result: Exclude<DecideResult, { verdict: 'allow
   }
 }
 
-export function blockFacts(tool: Tool, decisionId: string, reason: string, operationId: string | null): VerdictFacts {
+export function blockFacts(
+  tool: Tool,
+  decisionId: string,
+  reason: string,
+  operationId: string | null,
+): VerdictFacts {
   if (reason.startsWith('key_path_missing')) {
     const missing = reason.slice(reason.indexOf(':') + 1).trim();
     return {

@@ -105,7 +105,8 @@ function jsonRpcId(body: unknown): string | number | null {
 export function verdictHeaders(facts: VerdictFacts): Record<string, string> {
   const h: Record<string, string> = { 'effectgate-verdict': facts.verdict };
   if (facts.decisionId !== null) h['effectgate-decision'] = facts.decisionId;
-  if (facts.operationId !== null && facts.operationHeader !== false) h['effectgate-operation'] = facts.operationId;
+  if (facts.operationId !== null && facts.operationHeader !== false)
+    h['effectgate-operation'] = facts.operationId;
   if (facts.attemptId) h['effectgate-attempt'] = facts.attemptId;
   return h;
 }
@@ -114,7 +115,11 @@ export function verdictHeaders(facts: VerdictFacts): Record<string, string> {
  * Renders a gate-made answer. Tools with `verdict.protocol: jsonrpc` get a JSON-RPC 2.0 error with
  * the request's `id` and HTTP 200 (what MCP clients read); everyone else RFC 9457 problem+json.
  */
-export function renderVerdict(facts: VerdictFacts, requestHeaders: HeaderMap, parsedBody: unknown): GateResponse {
+export function renderVerdict(
+  facts: VerdictFacts,
+  requestHeaders: HeaderMap,
+  parsedBody: unknown,
+): GateResponse {
   const headers: Record<string, string> = { ...verdictHeaders(facts), 'cache-control': 'no-store' };
   if (facts.retryAfterSeconds !== undefined) headers['retry-after'] = String(facts.retryAfterSeconds);
   const body = verdictBody(facts);

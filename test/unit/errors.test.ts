@@ -22,7 +22,9 @@ describe('error catalogue', () => {
   });
 
   it('formats policy issues as file:line:column: field: message', () => {
-    const err = new PolicyError([{ file: 'p.yaml', line: 3, column: 5, field: 'tools[0].effect', message: 'bad' }]);
+    const err = new PolicyError([
+      { file: 'p.yaml', line: 3, column: 5, field: 'tools[0].effect', message: 'bad' },
+    ]);
     expect(err.code).toBe('EG_ERR_POLICY_INVALID');
     expect(err.message).toBe('p.yaml:3:5: tools[0].effect: bad');
   });

@@ -1,0 +1,150 @@
+/**
+ * The engine in process, against a real store (PGlite always, PostgreSQL with DATABASE_URL) and a
+ * real loopback upstream reached through the real upstream client: store round trips per verdict,
+ * scope isolation, fail-closed on a store outage.
+ */
+import { ProxyAgent, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGate, type Gate } from '../../../src/engine/index.js';
+import type { GateRequest } from '../../../src/engine/types.js';
+import { parsePolicyFiles } from '../../../src/policy/index.js';
+import { createProxyServer, createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
+import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
+import { reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+
+const policies = parsePolicyFiles([
+  {
+    file: 'inline.yaml',
+    text: `
+version: 1
+loop_breaker: { max_duplicate_skips: 2 }
+tools:
+  - id: t.create
+    match: { hosts: [127.0.0.1], method: POST, path: "/items" }
+    effect: create
+    dedupe: { key: [$.body.name], window: 1h, wait: 0s }
+    idempotency: { header: Idempotency-Key }
+`,
+  },
+]);
+
+const scopeA = { tenant: 'acme', area: 'support', agent: 'bot' };
+
+function post(upstream: Upstream, name: string, run = 'r1'): GateRequest {
+  return {
+    scheme: 'http',
+    method: 'POST',
+    host: '127.0.0.1',
+    port: upstream.port,
+    path: '/items',
+    query: '',
+    headers: { 'content-type': 'application/json' },
+    body: new TextEncoder().encode(JSON.stringify({ name })),
+    context: { run, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
+  };
+}
+
+for (const target of storeTargets()) {
+  describe(`Gate with a real store (${target.name})`, () => {
+    let store: TestStore;
+    let upstream: Upstream;
+    let client: UpstreamClient;
+    let gate: Gate;
+
+    beforeAll(async () => {
+      store = await openTestStore(target);
+      upstream = await startUpstream(reply(201, { id: 1 }));
+      client = createUpstreamClient();
+      gate = await createGate({ policies, store, scope: scopeA });
+    });
+    afterAll(async () => {
+      await client?.close();
+      await upstream?.close();
+      await store?.close();
+    });
+
+    it('allow costs two store round trips, duplicate one, ungoverned none', async () => {
+      const t0 = store.stats.roundTrips;
+      const allowed = await gate.handle(post(upstream, 'rt-1'), client.send);
+      expect(allowed.status).toBe(201);
+      expect(store.stats.roundTrips - t0).toBe(2);
+
+      const t1 = store.stats.roundTrips;
+      const dup = await gate.handle(post(upstream, 'rt-1', 'r2'), client.send);
+      expect(dup.status).toBe(409);
+      expect(store.stats.roundTrips - t1).toBe(1);
+
+      const t2 = store.stats.roundTrips;
+      const head = { ...post(upstream, 'x'), path: '/health', method: 'GET' };
+      expect(gate.route(head)).toEqual({ kind: 'pass' });
+      expect(store.stats.roundTrips - t2).toBe(0);
+    });
+
+    it('never lets one tenant’s effect make another tenant’s identical call a duplicate', async () => {
+      const gateB = await createGate({ policies, store, scope: { ...scopeA, tenant: 'globex' } });
+      const otherAgent = await createGate({ policies, store, scope: { ...scopeA, agent: 'bot-2' } });
+      expect((await gate.handle(post(upstream, 'same-name'), client.send)).status).toBe(201);
+      expect((await gateB.handle(post(upstream, 'same-name'), client.send)).status).toBe(201);
+      expect((await otherAgent.handle(post(upstream, 'same-name'), client.send)).status).toBe(201);
+      expect((await gateB.handle(post(upstream, 'same-name', 'r9'), client.send)).status).toBe(409);
+      expect(upstream.requests.filter((r) => r.body.toString().includes('same-name'))).toHaveLength(3);
+    });
+
+    it('records the operation, its attempt and the decisions with the semantic key values', async () => {
+      const res = await gate.handle(post(upstream, 'trail-me', 'run-trail'), client.send);
+      const opId = res.headers['effectgate-operation'] as string;
+      const op = await store.getOperation(opId);
+      expect(op).toMatchObject({
+        toolId: 't.create',
+        state: 'succeeded',
+        keyValues: ['trail-me'],
+        idempotencyHeader: 'Idempotency-Key',
+      });
+      expect(op?.scope).toEqual(scopeA);
+      expect(op?.attempts).toHaveLength(1);
+      expect(op?.attempts[0]).toMatchObject({
+        number: 1,
+        dispatchState: 'response_received',
+        status: 201,
+        runId: 'run-trail',
+      });
+      expect(op?.attempts[0]?.request.fingerprint).toMatch(/^sha256:[0-9a-f]{64}$/);
+      const decisions = await store.listDecisions({ runId: 'run-trail' });
+      expect(decisions.map((d) => d.verdict)).toEqual(['allow']);
+    });
+  });
+}
+
+describe('store outage', () => {
+  it('fails closed for governed calls (503 problem, nothing sent) while ungoverned traffic keeps flowing', async () => {
+    const [target] = storeTargets();
+    const store = await openTestStore(target!);
+    const upstream = await startUpstream(reply(201, { ok: true }));
+    const gate = await createGate({ policies, store, scope: scopeA });
+    const proxy = createProxyServer({ gate });
+    const addr = await proxy.listen('127.0.0.1', 0);
+    const agent = new ProxyAgent({ uri: `http://127.0.0.1:${addr.port}`, proxyTunnel: false });
+    try {
+      await store.close(); // the store goes away under a running gate
+      const governed = await request(`${upstream.url}/items`, {
+        method: 'POST',
+        dispatcher: agent,
+        body: '{"name":"n"}',
+      });
+      expect(governed.statusCode).toBe(503);
+      expect(governed.headers['content-type']).toBe('application/problem+json');
+      expect(await governed.body.json()).toMatchObject({
+        code: 'EG_ERR_STORE_UNAVAILABLE',
+        tool: 't.create',
+      });
+      const ungoverned = await request(`${upstream.url}/health`, { dispatcher: agent });
+      expect(ungoverned.statusCode).toBe(201);
+      await ungoverned.body.text();
+      expect(upstream.requests.map((r) => r.url)).toEqual(['/health']);
+    } finally {
+      await agent.close();
+      await proxy.close();
+      await upstream.close();
+    }
+  });
+});
