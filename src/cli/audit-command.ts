@@ -1,17 +1,5 @@
 import { parseArgs } from 'node:util';
-import { type EventRecord, openStore, resolveStoreUrl, verifyChain } from '../store/index.js';
-
-async function* allEvents(store: {
-  readEvents(after: number, limit: number): Promise<EventRecord[]>;
-}): AsyncGenerator<EventRecord> {
-  let after = 0;
-  for (;;) {
-    const page = await store.readEvents(after, 1000);
-    if (page.length === 0) return;
-    yield* page;
-    after = page[page.length - 1]!.seq;
-  }
-}
+import { openStore, resolveStoreUrl, verifyStoreChain } from '../store/index.js';
 
 /** `effectgate audit verify [--store URL] [--json]`: exit 0 on an intact chain, 1 naming the first bad event. */
 export async function runAudit(argv: readonly string[]): Promise<number> {
@@ -26,11 +14,10 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
   }
   const store = await openStore({ url: resolveStoreUrl(values.store), migrate: false });
   try {
-    const head = await store.chainHead();
-    const report = await verifyChain(allEvents(store), head);
+    const report = await verifyStoreChain(store);
     if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
     else if (report.ok)
-      process.stdout.write(`audit chain intact: ${report.checked} event(s), head seq ${head.lastSeq}\n`);
+      process.stdout.write(`audit chain intact: ${report.checked} event(s), head seq ${report.lastSeq}\n`);
     else
       process.stdout.write(
         `audit chain BROKEN at event seq ${report.firstBad?.seq}: ${report.firstBad?.reason}\n`,

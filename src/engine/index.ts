@@ -1,6 +1,13 @@
 export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { type CreateGateOptions, createGate } from './create-gate.js';
 export { Gate, type GateLogger, type GateOptions } from './gate.js';
+export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
+export {
+  MAX_CONTEXT_VALUE_LENGTH,
+  normalizeHead,
+  normalizeHost,
+  type RawRequestHead,
+} from './normalize-head.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
 export type * from './types.js';
 export { negotiateProblemType, renderVerdict, type VerdictFacts } from './verdict-response.js';

@@ -1,1 +1,7 @@
+// The policy stage's public surface: other stages import only from here.
+export { Classifier } from './classifier.js';
+export { parseDuration } from './duration.js';
+export { compileJsonPath } from './json-path.js';
+export { loadPolicies } from './load-policies.js';
+export { type PolicyFileText, parsePolicyFiles } from './parse-policy-files.js';
 export type * from './types.js';

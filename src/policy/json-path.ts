@@ -26,7 +26,7 @@ const SLICE = /^-?\d*:-?\d*(?::\d*)?$/;
 const INDEX_LIST = /^\d+(?:,\d+)*$/;
 // Characters jsonpath-plus gives a meaning to even inside quotes (`*`, `:`, `,`, `~`, `^`, `@`, `;`,
 // `%@%`, parentheses), so a quoted name containing one would silently mean something else.
-const QUOTED_FORBIDDEN = /['"[\]\\;~^%@`*:(),?\u0000-\u001f]/;
+const QUOTED_FORBIDDEN = /['"[\]\\;~^%@`*:(),?\p{Cc}]/u;
 
 class JsonPathSyntaxError extends Error {
   constructor(expression: string, at: number, problem: string) {
@@ -70,7 +70,8 @@ export function parseJsonPath(expression: string): ParsedJsonPath {
         continue;
       }
       const name = NAME.exec(after);
-      if (name === null) throw new JsonPathSyntaxError(expression, i + 1, 'expected a member name or * after .');
+      if (name === null)
+        throw new JsonPathSyntaxError(expression, i + 1, 'expected a member name or * after .');
       segments.push({ type: 'member', name: name[0] });
       i += 1 + name[0].length;
     } else if (rest[0] === '[') {
@@ -89,7 +90,11 @@ function parseBracket(expression: string, at: number, inner: string): JsonPathSe
   if (inner === '*') return { type: 'wildcard' };
   if (INDEX_LIST.test(inner)) return { type: 'index', indices: inner.split(',').map(Number) };
   if (/^-\d+$/.test(inner)) {
-    throw new JsonPathSyntaxError(expression, at, `negative index [${inner}] is not supported; use [${inner}:]`);
+    throw new JsonPathSyntaxError(
+      expression,
+      at,
+      `negative index [${inner}] is not supported; use [${inner}:]`,
+    );
   }
   if (SLICE.test(inner)) return { type: 'slice', text: inner };
   const quote = inner[0];
@@ -97,7 +102,11 @@ function parseBracket(expression: string, at: number, inner: string): JsonPathSe
     const name = inner.slice(1, -1);
     if (name.length === 0) throw new JsonPathSyntaxError(expression, at, 'empty quoted name');
     if (QUOTED_FORBIDDEN.test(name)) {
-      throw new JsonPathSyntaxError(expression, at, `quoted name ${JSON.stringify(name)} contains a reserved character`);
+      throw new JsonPathSyntaxError(
+        expression,
+        at,
+        `quoted name ${JSON.stringify(name)} contains a reserved character`,
+      );
     }
     return { type: 'member', name };
   }
@@ -123,8 +132,6 @@ function canonicalSegment(s: JsonPathSegment): string {
   }
 }
 
-const NONE: unknown[] = [];
-
 /**
  * Compiles a JSONPath once, at load time. Evaluation goes through jsonpath-plus with `eval: false`
  * and the canonical spelling (so only syntax checked here ever reaches it); an absent path gives
@@ -144,14 +151,28 @@ export function compileJsonPath(expression: string): CompiledPath {
       if (document === undefined) return [];
       if (isRoot) return [document];
       // jsonpath-plus treats any falsy document as "no document"; scalars have no members anyway.
-      if (document === null || typeof document !== 'object') return NONE.slice();
+      if (document === null || typeof document !== 'object') return [];
       return run(path, document);
     },
   };
   return Object.freeze(compiled);
 }
 
+interface TraceResult {
+  readonly value: unknown;
+  readonly parent: unknown;
+  readonly parentProperty: unknown;
+}
+
 function run(path: string, json: object): unknown[] {
-  const out: unknown = JSONPath({ path, json, eval: false, wrap: true, resultType: 'value' });
-  return Array.isArray(out) ? out : [];
+  const out: unknown = JSONPath({ path, json, eval: false, wrap: true, resultType: 'all' });
+  if (!Array.isArray(out)) return [];
+  const values: unknown[] = [];
+  for (const r of out as TraceResult[]) {
+    // JSON semantics: a string has no members and an array's length is not data, though
+    // jsonpath-plus (which tests Object.hasOwn) would return 'abc'.length or 'abc'[0].
+    if (typeof r.parent === 'string' || (Array.isArray(r.parent) && r.parentProperty === 'length')) continue;
+    values.push(r.value);
+  }
+  return values;
 }

@@ -54,7 +54,9 @@ export interface ToolMatcher {
 }
 
 /** A status selector from `outcome`: a class like `2xx` or an exact code like `409`. */
-export type StatusSelector = { readonly kind: 'class'; readonly hundreds: number } | { readonly kind: 'code'; readonly code: number };
+export type StatusSelector =
+  | { readonly kind: 'class'; readonly hundreds: number }
+  | { readonly kind: 'code'; readonly code: number };
 
 export type OutcomeClass = 'succeeded' | 'failed' | 'unknown';
 

@@ -1,1 +1,10 @@
+/**
+ * The store stage: kysely over PostgreSQL (pg) or embedded PGlite, the reservation protocol in
+ * SQL, and the hash-chained event log with its offline verifier.
+ */
+
+export { type AuditReport, computeEventHash, GENESIS_HASH, verifyChain } from './audit-chain.js';
+export { DEFAULT_STORE_URL, type OpenStoreOptions, openStore, resolveStoreUrl } from './open-store.js';
+export { storeEvents, verifyStoreChain } from './store-events.js';
 export type * from './types.js';
+export { uuidv7 } from './uuidv7.js';

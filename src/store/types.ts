@@ -246,9 +246,15 @@ export interface Store {
   decide(input: DecideInput): Promise<DecideResult>;
   recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }>;
   getOperation(id: string): Promise<OperationRecord | null>;
-  listOperations(filter?: { readonly state?: OperationState; readonly limit?: number }): Promise<OperationRecord[]>;
+  listOperations(filter?: {
+    readonly state?: OperationState;
+    readonly limit?: number;
+  }): Promise<OperationRecord[]>;
   getDecision(id: string): Promise<DecisionRecord | null>;
-  listDecisions(filter: { readonly runId?: string; readonly operationId?: string }): Promise<DecisionRecord[]>;
+  listDecisions(filter: {
+    readonly runId?: string;
+    readonly operationId?: string;
+  }): Promise<DecisionRecord[]>;
   /** Events with `seq > afterSeq`, ascending, at most `limit`. */
   readEvents(afterSeq: number, limit: number): Promise<EventRecord[]>;
   chainHead(): Promise<ChainHead>;

@@ -1,0 +1,111 @@
+/**
+ * Turns a transport's view of a request head into the `GateRequestHead` both adapters hand to the
+ * engine. Pure and allocation-light: it runs on every request, governed or not.
+ */
+import { connectionNamedHeaders, HOP_BY_HOP_HEADERS } from './hop-by-hop.js';
+import type { GateContext, GateRequestHead, HeaderMap } from './types.js';
+
+export interface RawRequestHead {
+  readonly scheme: 'http' | 'https';
+  readonly method: string;
+  /** Host name as found in the target URI; IPv6 literals may keep their brackets. */
+  readonly host: string;
+  readonly port: number;
+  /** Request target path plus `?query` when there is one (no fragment). */
+  readonly pathAndQuery: string;
+  /** Header map with lower-case names, as node:http gives it. */
+  readonly headers: HeaderMap;
+}
+
+/** Longest context value accepted; longer ones are ignored rather than truncated (DESIGN.md §4.2). */
+export const MAX_CONTEXT_VALUE_LENGTH = 200;
+
+const CONTEXT_PREFIX = 'effectgate-';
+const PROXY_PREFIX = 'proxy-';
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point.
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+
+/**
+ * Normalizes a request head: upper-case method, lower-case host without IPv6 brackets, path and
+ * query split, and only end-to-end headers kept. Removed: hop-by-hop fields and those named in
+ * `Connection`/`Proxy-Connection` (RFC 9110 §7.6.1), `Host` (RFC 9112 §3.2.2: a proxy replaces it
+ * with the target URI's authority), every `Proxy-*` field (addressed to the gate, RFC 9110 §11.7),
+ * and every `Effectgate-*` field after the context ones have been read (DESIGN.md §4.2).
+ */
+export function normalizeHead(raw: RawRequestHead): GateRequestHead {
+  const named = connectionNamedHeaders(raw.headers);
+  const headers: Record<string, string | string[]> = {};
+  const context: Record<string, string> = {};
+
+  for (const name of Object.keys(raw.headers)) {
+    const value = raw.headers[name];
+    if (value === undefined) continue;
+    const lower = name.toLowerCase();
+    if (lower.startsWith(CONTEXT_PREFIX)) {
+      const accepted = contextValue(value);
+      if (accepted !== null) context[lower.slice(CONTEXT_PREFIX.length)] = accepted;
+      continue;
+    }
+    if (
+      HOP_BY_HOP_HEADERS.has(lower) ||
+      lower === 'host' ||
+      lower.startsWith(PROXY_PREFIX) ||
+      named.has(lower)
+    ) {
+      continue;
+    }
+    headers[lower] = value;
+  }
+
+  const { path, query } = splitTarget(raw.pathAndQuery);
+  return {
+    scheme: raw.scheme,
+    method: raw.method.toUpperCase(),
+    host: normalizeHost(raw.host),
+    port: raw.port,
+    path,
+    query,
+    headers,
+    context: toContext(context),
+  };
+}
+
+/** Lower-case host; an IPv6 literal loses its brackets. */
+export function normalizeHost(host: string): string {
+  const lower = host.toLowerCase();
+  if (lower.startsWith('[') && lower.endsWith(']')) return lower.slice(1, -1);
+  return lower;
+}
+
+function splitTarget(pathAndQuery: string): { path: string; query: string } {
+  const hash = pathAndQuery.indexOf('#');
+  const target = hash === -1 ? pathAndQuery : pathAndQuery.slice(0, hash);
+  const q = target.indexOf('?');
+  const path = q === -1 ? target : target.slice(0, q);
+  const query = q === -1 ? '' : target.slice(q + 1);
+  // RFC 9112 §3.2.1: an empty path is sent as "/".
+  return { path: path === '' ? '/' : path, query };
+}
+
+function contextValue(value: string | string[]): string | null {
+  // A repeated context header is ambiguous; take the first and let validation judge it.
+  const first = Array.isArray(value) ? value[0] : value;
+  if (first === undefined) return null;
+  const trimmed = first.trim();
+  if (trimmed === '' || trimmed.length > MAX_CONTEXT_VALUE_LENGTH || CONTROL_CHARACTERS.test(trimmed)) {
+    return null;
+  }
+  return trimmed;
+}
+
+function toContext(found: Record<string, string>): GateContext {
+  return {
+    run: found['run'] ?? null,
+    step: found['step'] ?? null,
+    operation: found['operation'] ?? null,
+    worker: found['worker'] ?? null,
+    agentVersion: found['agent-version'] ?? null,
+    retryReason: found['retry-reason'] ?? null,
+  };
+}

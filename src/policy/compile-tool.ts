@@ -1,0 +1,121 @@
+import { compileMatch } from './compile-match.js';
+import type { PolicyReader, Slot, SourcePosition } from './policy-reader.js';
+import { readArgumentPaths } from './policy-values.js';
+import type { RouteMatcher } from './route-matcher.js';
+import { readDedupe, readIdempotency, readOutcome, readReconcile, readResponse } from './tool-sections.js';
+import type { CompiledPath, Effect, Tool, VerdictProtocol } from './types.js';
+
+export const TOOL_FIELDS = [
+  'id',
+  'match',
+  'effect',
+  'dedupe',
+  'idempotency',
+  'retry',
+  'outcome',
+  'response',
+  'redact',
+  'fingerprint',
+  'reconcile',
+  'verdict',
+] as const;
+
+const EFFECTS: readonly Effect[] = [
+  'read',
+  'create',
+  'set_state',
+  'append',
+  'notify',
+  'destroy',
+  'financial',
+];
+const PROTOCOLS: readonly VerdictProtocol[] = ['http', 'jsonrpc'];
+// Ids show up in the trail, in verdict bodies and in CLI arguments: keep them plain.
+const TOOL_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
+
+/** A compiled tool plus what the cross-file checks need to point at it. */
+export interface CompiledTool {
+  readonly tool: Tool;
+  readonly matcher: RouteMatcher;
+  /** Dotted field of the entry, e.g. `tools[2]`. */
+  readonly field: string;
+  readonly idAt: SourcePosition;
+  readonly matchAt: SourcePosition;
+}
+
+/**
+ * Compiles one entry of `tools`, recording every problem on the reader. Returns `null` if the
+ * entry had any issue: a half-valid tool is never governed.
+ */
+export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
+  const before = r.issueCount;
+  const f = r.fields(slot, TOOL_FIELDS, ['id', 'match', 'effect']);
+  if (f === null) return null;
+  const idSlot = f.get('id');
+  const id = idSlot === undefined ? null : r.string(idSlot);
+  if (idSlot !== undefined && id !== null && !TOOL_ID.test(id)) {
+    r.issue(
+      idSlot.at,
+      idSlot.field,
+      `tool id ${JSON.stringify(id)} may only use letters, digits and _ . : -`,
+    );
+  }
+  const matchSlot = f.get('match');
+  const { matcher, captures } =
+    matchSlot === undefined ? { matcher: null, captures: null } : compileMatch(r, matchSlot);
+  const effectSlot = f.get('effect');
+  const effect = effectSlot === undefined ? null : r.oneOf(effectSlot, EFFECTS);
+
+  const dedupeSlot = f.get('dedupe');
+  const idemSlot = f.get('idempotency');
+  const reconcileSlot = f.get('reconcile');
+  const tool = {
+    id: id ?? '',
+    source: { file: r.file, line: lineOf(r, slot) },
+    match: matcher,
+    effect,
+    dedupe: dedupeSlot === undefined ? null : readDedupe(r, dedupeSlot, captures),
+    idempotency: idemSlot === undefined ? null : readIdempotency(r, idemSlot),
+    retry: { budget: readRetryBudget(r, f.get('retry')) },
+    outcome: readOutcome(r, f.get('outcome')),
+    response: readResponse(r, f.get('response')),
+    redact: f.has('redact') ? readArgumentPaths(r, f.get('redact')!, captures) : [],
+    fingerprintIgnore: readFingerprintIgnore(r, f.get('fingerprint'), captures),
+    reconcile: reconcileSlot === undefined ? null : readReconcile(r, reconcileSlot, captures),
+    verdict: { protocol: readProtocol(r, f.get('verdict')) },
+  };
+  if (r.issueCount !== before || matcher === null || effect === null || id === null) return null;
+  return {
+    tool: { ...tool, match: matcher, effect },
+    matcher,
+    field: slot.field,
+    idAt: r.position(idSlot?.at ?? null),
+    matchAt: r.position(matchSlot?.at ?? null),
+  };
+}
+
+function readRetryBudget(r: PolicyReader, slot: Slot | undefined): number {
+  const f = slot === undefined ? null : r.fields(slot, ['budget']);
+  const budget = f?.get('budget');
+  return (budget && r.integer(budget, 1)) ?? 3;
+}
+
+function readFingerprintIgnore(
+  r: PolicyReader,
+  slot: Slot | undefined,
+  captures: readonly string[] | null,
+): CompiledPath[] {
+  const f = slot === undefined ? null : r.fields(slot, ['ignore']);
+  const ignore = f?.get('ignore');
+  return ignore === undefined ? [] : readArgumentPaths(r, ignore, captures);
+}
+
+function readProtocol(r: PolicyReader, slot: Slot | undefined): VerdictProtocol {
+  const f = slot === undefined ? null : r.fields(slot, ['protocol']);
+  const protocol = f?.get('protocol');
+  return (protocol && r.oneOf(protocol, PROTOCOLS)) ?? 'http';
+}
+
+function lineOf(r: PolicyReader, slot: Slot): number {
+  return r.position(slot.at).line;
+}

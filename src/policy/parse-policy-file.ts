@@ -1,0 +1,119 @@
+import { LineCounter, parseDocument, type YAMLError } from 'yaml';
+import type { PolicyIssue } from '../errors.js';
+import { type CompiledTool, compileTool } from './compile-tool.js';
+import { PolicyReader, type SourcePosition } from './policy-reader.js';
+import type { DefaultAction } from './types.js';
+
+/** Policy files are small; anything bigger is a mistake or an attack on the parser. */
+export const MAX_POLICY_FILE_BYTES = 1024 * 1024;
+/** Enough for shared host lists; far below what a "billion laughs" document needs. */
+export const MAX_ALIAS_COUNT = 50;
+
+const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'tools'] as const;
+
+/** A file-level setting with where it was written, so conflicts across files can name both. */
+export interface Located<T> {
+  readonly value: T;
+  readonly at: SourcePosition;
+}
+
+export interface ParsedPolicyFile {
+  readonly default: Located<DefaultAction> | null;
+  readonly maxDuplicateSkips: Located<number> | null;
+  readonly tools: readonly CompiledTool[];
+}
+
+/**
+ * Parses and validates one policy file, appending every problem to `issues`. Returns `null` when
+ * the file could not be read as YAML at all; otherwise the valid parts (the caller throws if any
+ * issue was recorded, so partial results never escape).
+ */
+export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[]): ParsedPolicyFile | null {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_POLICY_FILE_BYTES) {
+    issues.push(
+      fileIssue(
+        file,
+        `file is ${bytes} bytes; policy files are limited to ${MAX_POLICY_FILE_BYTES} bytes (1 MiB)`,
+      ),
+    );
+    return null;
+  }
+  const lines = new LineCounter();
+  let doc: ReturnType<typeof parseDocument>;
+  try {
+    doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true, strict: true });
+  } catch (err) {
+    issues.push(fileIssue(file, `YAML could not be parsed: ${(err as Error).message}`));
+    return null;
+  }
+  // Only the first error: the ones after it are nearly always the parser losing its footing.
+  // Warnings (unknown tags and the like) count too: a policy must mean exactly what it says.
+  const problems: YAMLError[] = doc.errors.length > 0 ? doc.errors.slice(0, 1) : [...doc.warnings];
+  for (const e of problems) {
+    const pos = e.linePos?.[0] ?? lines.linePos(e.pos[0]);
+    const message = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+    issues.push({
+      file,
+      line: pos.line,
+      column: pos.col,
+      field: '(yaml)',
+      message: `invalid YAML: ${message}${hint(message)}`,
+    });
+  }
+  if (problems.length > 0) return null;
+  try {
+    // Resolving the whole tree once is how yaml enforces maxAliasCount (alias-expansion bombs).
+    doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+  } catch (err) {
+    issues.push(
+      fileIssue(
+        file,
+        `YAML refused: ${(err as Error).message} (at most ${MAX_ALIAS_COUNT} alias expansions)`,
+      ),
+    );
+    return null;
+  }
+
+  const r = new PolicyReader(file, doc, lines, issues);
+  const root = r.root(doc.contents);
+  if (root.node === null) {
+    r.issue(null, '', 'file is empty; expected a mapping with version: 1 and tools');
+    return null;
+  }
+  const f = r.fields(root, TOP_FIELDS, ['version']);
+  if (f === null) return null;
+  const version = f.get('version');
+  if (version !== undefined && r.scalar(version) !== 1) {
+    r.issue(version.at, version.field, 'version must be 1 (the only policy format this effectgate reads)');
+  }
+  const def = f.get('default');
+  const defValue = def === undefined ? null : r.oneOf(def, ['allow', 'block'] as const);
+  const lb = f.get('loop_breaker');
+  const lbFields = lb === undefined ? null : r.fields(lb, ['max_duplicate_skips']);
+  const skips = lbFields?.get('max_duplicate_skips');
+  const skipsValue = skips === undefined ? null : r.integer(skips, 1);
+  const toolsSlot = f.get('tools');
+  const tools: CompiledTool[] = [];
+  for (const item of (toolsSlot && r.items(toolsSlot)) ?? []) {
+    const compiled = compileTool(r, item);
+    if (compiled !== null) tools.push(compiled);
+  }
+  return {
+    default: def === undefined || defValue === null ? null : { value: defValue, at: r.position(def.at) },
+    maxDuplicateSkips:
+      skips === undefined || skipsValue === null ? null : { value: skipsValue, at: r.position(skips.at) },
+    tools,
+  };
+}
+
+/** The classic trap: `{name}` captures inside a `{ ... }` flow mapping start a nested mapping. */
+function hint(message: string): string {
+  return /flow-(map|seq)-(start|end)/.test(message)
+    ? '; inside [ ] or { } quote values that contain { } [ ] or commas, e.g. path: "/a/{id}"'
+    : '';
+}
+
+function fileIssue(file: string, message: string): PolicyIssue {
+  return { file, line: 1, column: 1, field: '(file)', message };
+}

@@ -1,0 +1,116 @@
+import { parseDuration } from './duration.js';
+import { compileJsonPath, parseJsonPath } from './json-path.js';
+import type { PolicyReader, Slot } from './policy-reader.js';
+import type { CompiledPath } from './types.js';
+
+/** Roots of the argument document `{ path, query, body }` that key and redaction paths run over. */
+const ARGUMENT_ROOTS: readonly string[] = Object.freeze(['path', 'query', 'body']);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** A JSONPath over any document (a response body, a remote item, the request's JSON body). */
+export function readJsonPath(r: PolicyReader, slot: Slot): CompiledPath | null {
+  const text = r.string(slot);
+  if (text === null) return null;
+  try {
+    return compileJsonPath(text);
+  } catch (err) {
+    r.issue(slot.at, slot.field, (err as Error).message);
+    return null;
+  }
+}
+
+/**
+ * A JSONPath over the argument document. It must start at `$.path`, `$.query` or `$.body` (or be
+ * `$`), and a `$.path.X` step must name a capture of the tool's path template: otherwise the
+ * key would be missing on every request and the tool would block (or go ungoverned) forever.
+ * `captures` is `null` when the template itself was invalid (already reported).
+ */
+export function readArgumentPath(
+  r: PolicyReader,
+  slot: Slot,
+  captures: readonly string[] | null,
+): CompiledPath | null {
+  const compiled = readJsonPath(r, slot);
+  if (compiled === null) return null;
+  const [first, second] = parseJsonPath(compiled.expression).segments;
+  if (first === undefined) return compiled;
+  if (first.type !== 'member' || !ARGUMENT_ROOTS.includes(first.name)) {
+    r.issue(
+      slot.at,
+      slot.field,
+      `${compiled.expression}: argument paths start with $.path, $.query or $.body`,
+    );
+    return null;
+  }
+  if (
+    first.name === 'path' &&
+    second?.type === 'member' &&
+    captures !== null &&
+    !captures.includes(second.name)
+  ) {
+    const have = captures.length === 0 ? 'none' : captures.map((c) => `{${c}}`).join(', ');
+    r.issue(
+      slot.at,
+      slot.field,
+      `${compiled.expression}: path has no {${second.name}} capture (captures: ${have})`,
+    );
+    return null;
+  }
+  return compiled;
+}
+
+/** A list of argument paths; `null` entries are dropped after their issue is recorded. */
+export function readArgumentPaths(
+  r: PolicyReader,
+  slot: Slot,
+  captures: readonly string[] | null,
+): CompiledPath[] {
+  const items = r.items(slot) ?? [];
+  return items
+    .map((item) => readArgumentPath(r, item, captures))
+    .filter((p): p is CompiledPath => p !== null);
+}
+
+/** A duration in ms; `permanent` (→ `null`) only where `allowPermanent`. `undefined` on error. */
+export function readDuration(
+  r: PolicyReader,
+  slot: Slot,
+  allowPermanent: boolean,
+  min = 0,
+): number | null | undefined {
+  const text = r.string(slot);
+  if (text === null) return undefined;
+  let ms: number | null;
+  try {
+    ms = parseDuration(text);
+  } catch (err) {
+    r.issue(slot.at, slot.field, (err as Error).message);
+    return undefined;
+  }
+  if (ms === null && !allowPermanent) {
+    r.issue(slot.at, slot.field, 'permanent is only allowed for dedupe.window');
+    return undefined;
+  }
+  if (ms !== null && ms < min) {
+    r.issue(slot.at, slot.field, `must be at least ${min}ms`);
+    return undefined;
+  }
+  return ms;
+}
+
+export function readHeaderName(r: PolicyReader, slot: Slot): string | null {
+  const text = r.string(slot);
+  if (text === null) return null;
+  if (HEADER_NAME.test(text)) return text;
+  r.issue(slot.at, slot.field, `${JSON.stringify(text)} is not a valid HTTP header name`);
+  return null;
+}
+
+/** An HTTP method token, upper-cased (methods are case-insensitive in policy files). */
+export function readMethod(r: PolicyReader, slot: Slot): string | null {
+  const text = r.string(slot);
+  if (text === null) return null;
+  if (/^[A-Za-z]+$/.test(text)) return text.toUpperCase();
+  r.issue(slot.at, slot.field, `${JSON.stringify(text)} is not an HTTP method`);
+  return null;
+}

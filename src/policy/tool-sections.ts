@@ -1,0 +1,186 @@
+import { isSeq } from 'yaml';
+import { compileJsonPath } from './json-path.js';
+import {
+  buildOutcomeContract,
+  DEFAULT_OUTCOME,
+  OUTCOME_CLASSES,
+  parseStatusSelector,
+  selectorText,
+} from './outcome-contract.js';
+import type { PolicyReader, Slot } from './policy-reader.js';
+import { readArgumentPath, readDuration, readHeaderName, readJsonPath, readMethod } from './policy-values.js';
+import type {
+  CompiledPath,
+  DedupeConfig,
+  IdempotencyConfig,
+  OutcomeClass,
+  OutcomeContract,
+  ReconcileConfig,
+  ResponseConfig,
+  StatusSelector,
+} from './types.js';
+
+// Section readers for one tool. Each records its issues on the reader and returns a fully
+// defaulted value (possibly partial after an error; compileTool drops a tool that had issues).
+
+const MINUTE = 60_000;
+// Most list endpoints answer with a JSON array of items.
+const DEFAULT_ITEMS = compileJsonPath('$[*]');
+
+export function readDedupe(
+  r: PolicyReader,
+  slot: Slot,
+  captures: readonly string[] | null,
+): DedupeConfig | null {
+  const f = r.fields(slot, ['key', 'window', 'pending_ttl', 'wait', 'on_missing'], ['key', 'window']);
+  if (f === null) return null;
+  const keySlot = f.get('key');
+  const keyItems = keySlot === undefined ? [] : (r.items(keySlot) ?? []);
+  if (keySlot !== undefined && isEmptyList(keySlot)) {
+    r.issue(
+      keySlot.at,
+      keySlot.field,
+      'must list at least one JSONPath; omit dedupe to turn recognition off',
+    );
+  }
+  const key = keyItems
+    .map((item) => readArgumentPath(r, item, captures))
+    .filter((p): p is CompiledPath => p !== null);
+  const window = f.get('window');
+  const ttl = f.get('pending_ttl');
+  const wait = f.get('wait');
+  const onMissing = f.get('on_missing');
+  return {
+    key,
+    windowMs: (window && readDuration(r, window, true, 1)) ?? null,
+    pendingTtlMs: (ttl && readDuration(r, ttl, false, 1)) ?? 2 * MINUTE,
+    waitMs: (wait && readDuration(r, wait, false)) ?? 2_000,
+    onMissing: (onMissing && r.oneOf(onMissing, ['block', 'allow'] as const)) ?? 'block',
+  };
+}
+
+export function readIdempotency(r: PolicyReader, slot: Slot): IdempotencyConfig | null {
+  const f = r.fields(slot, ['header', 'honored']);
+  if (f === null) return null;
+  const header = f.get('header');
+  const honored = f.get('honored');
+  return {
+    header: (header && readHeaderName(r, header)) ?? 'Idempotency-Key',
+    honored: (honored && r.boolean(honored)) ?? false,
+  };
+}
+
+/**
+ * `outcome`: lists left out keep their default, and a status (class or exact code) may sit in
+ * only one list, defaults included, since a contradiction would silently pick a winner.
+ */
+export function readOutcome(r: PolicyReader, slot: Slot | undefined): OutcomeContract {
+  const f =
+    slot === undefined
+      ? new Map<string, Slot>()
+      : (r.fields(slot, OUTCOME_CLASSES) ?? new Map<string, Slot>());
+  const lists: Record<OutcomeClass, StatusSelector[]> = { succeeded: [], failed: [], unknown: [] };
+  const owner = new Map<string, OutcomeClass>();
+  for (const outcome of OUTCOME_CLASSES) {
+    const listSlot = f.get(outcome);
+    const entries: { value: unknown; slot: Slot | null }[] =
+      listSlot === undefined
+        ? DEFAULT_OUTCOME[outcome].map((value) => ({ value, slot: null }))
+        : (r.items(listSlot) ?? []).map((item) => ({ value: r.scalar(item), slot: item }));
+    for (const { value, slot: at } of entries) {
+      if (value === undefined) continue; // wrong type, already reported
+      let selector: StatusSelector;
+      try {
+        selector = parseStatusSelector(value);
+      } catch (err) {
+        if (at !== null) r.issue(at.at, at.field, (err as Error).message);
+        continue;
+      }
+      const text = selectorText(selector);
+      const previous = owner.get(text);
+      if (previous === outcome) continue;
+      if (previous !== undefined) {
+        const where = at ?? listSlot ?? slot;
+        // Name the list that was defaulted: the user may not know it has a value at all.
+        const defaulted = at === null ? outcome : f.has(previous) ? null : previous;
+        const note =
+          defaulted === null ? '' : ` (${defaulted} defaults to [${DEFAULT_OUTCOME[defaulted].join(', ')}])`;
+        r.issue(
+          where?.at ?? null,
+          where?.field ?? 'outcome',
+          `${text} is listed in both ${previous} and ${outcome}${note}`,
+        );
+        continue;
+      }
+      owner.set(text, outcome);
+      lists[outcome].push(selector);
+    }
+  }
+  return buildOutcomeContract(lists);
+}
+
+export function readResponse(r: PolicyReader, slot: Slot | undefined): ResponseConfig {
+  const f = slot === undefined ? null : r.fields(slot, ['ref', 'replayed_header']);
+  const ref = f?.get('ref');
+  const header = f?.get('replayed_header');
+  const headerName = header === undefined ? null : readHeaderName(r, header);
+  return {
+    ref: ref === undefined ? null : readJsonPath(r, ref),
+    // Lower case: Node exposes response headers lower-cased, so the lookup needs no conversion.
+    replayedHeader: headerName === null ? null : headerName.toLowerCase(),
+  };
+}
+
+export function readReconcile(
+  r: PolicyReader,
+  slot: Slot,
+  captures: readonly string[] | null,
+): ReconcileConfig | null {
+  const f = r.fields(slot, ['method', 'path', 'items', 'match'], ['path', 'match']);
+  if (f === null) return null;
+  const method = f.get('method');
+  const pathSlot = f.get('path');
+  const items = f.get('items');
+  const matchSlot = f.get('match');
+  const match: { remote: CompiledPath; argument: CompiledPath }[] = [];
+  const entries = matchSlot === undefined ? null : r.entries(matchSlot);
+  if (matchSlot !== undefined && entries?.size === 0) {
+    r.issue(
+      matchSlot.at,
+      matchSlot.field,
+      'must pair at least one remote item field with a request argument',
+    );
+  }
+  for (const value of entries?.values() ?? []) {
+    const remote = readJsonPath(r, { node: value.keyAt, at: value.keyAt, field: value.field });
+    const argument = readArgumentPath(r, value, captures);
+    if (remote !== null && argument !== null) match.push({ remote, argument });
+  }
+  return {
+    method: (method && readMethod(r, method)) ?? 'GET',
+    path: (pathSlot && readReconcilePath(r, pathSlot, captures)) ?? '',
+    items: (items ? readJsonPath(r, items) : null) ?? DEFAULT_ITEMS,
+    match,
+  };
+}
+
+/** A lookup path template: `{name}` placeholders must be captures of the tool's own path. */
+function readReconcilePath(r: PolicyReader, slot: Slot, captures: readonly string[] | null): string | null {
+  const text = r.string(slot);
+  if (text === null) return null;
+  if (!text.startsWith('/') || /[\s#]/.test(text)) {
+    r.issue(slot.at, slot.field, 'must start with / and contain no whitespace or #');
+    return null;
+  }
+  for (const m of text.matchAll(/\{([^}]*)\}/g)) {
+    if (captures !== null && !captures.includes(m[1]!)) {
+      r.issue(slot.at, slot.field, `path has no {${m[1]}} capture to fill ${m[0]} with`);
+      return null;
+    }
+  }
+  return text;
+}
+
+function isEmptyList(slot: Slot): boolean {
+  return isSeq(slot.node) && slot.node.items.length === 0;
+}

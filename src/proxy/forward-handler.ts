@@ -1,0 +1,148 @@
+/**
+ * Per-request logic of the forward proxy for absolute-form requests (`GET http://host/path`).
+ * A thin adapter: the `GateHandler` decides; this translates node:http to and from its shapes.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { GateHandler, GateRequestHead, GateResponse } from '../engine/index.js';
+import { normalizeHead } from '../engine/index.js';
+import { type AbsoluteTarget, parseAbsoluteTarget } from './parse-target.js';
+import { problemResponse } from './problem-response.js';
+import { declaredLength, drainRequest, hasBody, readBody } from './request-body.js';
+import type { UpstreamClient } from './upstream-client.js';
+import { writeGateResponse } from './write-response.js';
+
+export interface ForwardHandlerOptions {
+  readonly gate: GateHandler;
+  readonly upstream: UpstreamClient;
+}
+
+/** The target and normalized head of a proxied request, or the refusal to send instead. */
+export type ResolvedRequest =
+  | { readonly ok: true; readonly target: AbsoluteTarget; readonly head: GateRequestHead }
+  | { readonly ok: false; readonly response: GateResponse };
+
+/** Parses the absolute-form target and normalizes the head; shared with the upgrade path. */
+export function resolveRequest(gate: GateHandler, req: IncomingMessage): ResolvedRequest {
+  const parsed = parseAbsoluteTarget(req.url ?? '');
+  if (!parsed.ok) return { ok: false, response: gate.refuse(null, 'bad_request', parsed.reason) };
+  const target = parsed.value;
+  if (target.scheme === 'https') {
+    const detail =
+      'https:// URLs are not sent to the proxy as absolute-form requests: the client must open a CONNECT tunnel (use HTTPS_PROXY).';
+    return { ok: false, response: gate.refuse(null, 'bad_request', detail) };
+  }
+  const head = normalizeHead({
+    scheme: target.scheme,
+    method: req.method ?? 'GET',
+    host: target.host,
+    port: target.port,
+    pathAndQuery: target.pathAndQuery,
+    headers: req.headers,
+  });
+  return { ok: true, target, head };
+}
+
+export class ForwardHandler {
+  readonly #gate: GateHandler;
+  readonly #upstream: UpstreamClient;
+
+  constructor(options: ForwardHandlerOptions) {
+    this.#gate = options.gate;
+    this.#upstream = options.upstream;
+  }
+
+  /**
+   * Serves one request. `expectContinue` is set for `Expect: 100-continue` requests: the interim
+   * response is sent only once the gate will read the body (RFC 9110 §10.1.1), so an oversized
+   * governed upload is refused before the client sends it.
+   */
+  handle(req: IncomingMessage, res: ServerResponse, expectContinue = false): void {
+    this.#handle(req, res, expectContinue).catch(() => {
+      // Only an engine bug gets here (`GateHandler.handle()` never throws by contract).
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      const response = problemResponse({
+        status: 500,
+        problem: 'internal_error',
+        title: 'Gate internal error',
+        detail: 'The gate failed while handling this request; whether it reached the destination is unknown.',
+      });
+      this.#refuse(req, res, response);
+    });
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
+    const resolved = resolveRequest(this.#gate, req);
+    if (!resolved.ok) {
+      this.#refuse(req, res, resolved.response);
+      return;
+    }
+    const { target, head } = resolved;
+    const decision = this.#gate.route(head);
+    switch (decision.kind) {
+      case 'refuse':
+        this.#refuse(req, res, decision.response);
+        return;
+      case 'pass':
+        if (expectContinue) res.writeContinue();
+        await this.#upstream.stream(
+          {
+            scheme: target.scheme,
+            method: req.method ?? head.method,
+            host: head.host,
+            port: head.port,
+            pathAndQuery: target.pathAndQuery,
+            headers: definedHeaders(head.headers),
+            body: hasBody(req) ? req : null,
+          },
+          res,
+        );
+        return;
+      case 'govern':
+        await this.#govern(req, res, head, decision.maxBodyBytes, expectContinue);
+        return;
+    }
+  }
+
+  async #govern(
+    req: IncomingMessage,
+    res: ServerResponse,
+    head: GateRequestHead,
+    maxBodyBytes: number,
+    expectContinue: boolean,
+  ): Promise<void> {
+    const declared = declaredLength(req);
+    if (declared !== null && declared > maxBodyBytes) {
+      this.#refuse(req, res, this.#tooLarge(head, maxBodyBytes, `declares ${declared} bytes`));
+      return;
+    }
+    if (expectContinue) res.writeContinue();
+    const read = await readBody(req, maxBodyBytes);
+    if (read.kind === 'aborted') return;
+    if (read.kind === 'too_large') {
+      this.#refuse(req, res, this.#tooLarge(head, maxBodyBytes, 'is longer than that'));
+      return;
+    }
+    const response = await this.#gate.handle({ ...head, body: read.body }, this.#upstream.send);
+    writeGateResponse(res, response, req.method ?? head.method);
+  }
+
+  #tooLarge(head: GateRequestHead, limit: number, what: string): GateResponse {
+    const detail = `Governed requests to ${head.host} may carry at most ${limit} bytes of body; this one ${what}. Nothing was sent.`;
+    return this.#gate.refuse(head, 'body_too_large', detail);
+  }
+
+  /** Answers without reading the body, then drains what the client still sends. */
+  #refuse(req: IncomingMessage, res: ServerResponse, response: GateResponse): void {
+    writeGateResponse(res, response, req.method ?? 'GET');
+    drainRequest(req);
+  }
+}
+
+function definedHeaders(headers: GateRequestHead['headers']): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value;
+  return out;
+}

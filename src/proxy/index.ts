@@ -1,0 +1,16 @@
+export { classifyFailure, type UpstreamFailure } from './classify-failure.js';
+export {
+  createProxyServer,
+  type ProxyServer,
+  type ProxyServerOptions,
+  type ProxyServerTimeouts,
+} from './proxy-server.js';
+export {
+  createUpstreamClient,
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  type StreamRequest,
+  type UpstreamClient,
+  type UpstreamClientOptions,
+} from './upstream-client.js';

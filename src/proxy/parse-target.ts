@@ -1,0 +1,78 @@
+/**
+ * Request-target parsing for a forward proxy (RFC 9112 §3.2): absolute-form for ordinary requests,
+ * authority-form for CONNECT. The path is kept exactly as sent (no dot-segment removal, no
+ * re-encoding) because pass-through traffic must reach the upstream untouched.
+ */
+
+export interface Authority {
+  /** Host name as the URL parser canonicalizes it (lower-case, IDNA); IPv6 keeps brackets. */
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface AbsoluteTarget extends Authority {
+  readonly scheme: 'http' | 'https';
+  /** Path plus `?query`, fragment removed, `/` when the URL had no path. */
+  readonly pathAndQuery: string;
+}
+
+export type ParseResult<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly reason: string };
+
+const ABSOLUTE_FORM = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^#]*)/;
+const DEFAULT_PORTS = { http: 80, https: 443 } as const;
+
+export function parseAbsoluteTarget(target: string): ParseResult<AbsoluteTarget> {
+  const m = ABSOLUTE_FORM.exec(target);
+  if (m === null) {
+    return {
+      ok: false,
+      reason: 'This is a forward proxy: requests must use an absolute URL (http://host/path).',
+    };
+  }
+  const scheme = m[1]!.toLowerCase();
+  if (scheme !== 'http' && scheme !== 'https') {
+    return {
+      ok: false,
+      reason: `Scheme ${scheme}: is not proxied; only http:// (and https:// via CONNECT).`,
+    };
+  }
+  const authority = parseAuthority(m[2]!, DEFAULT_PORTS[scheme]);
+  if (!authority.ok) return authority;
+  const rest = m[3]!;
+  if (rest !== '' && !rest.startsWith('/') && !rest.startsWith('?')) {
+    return { ok: false, reason: 'The request URL has an invalid path.' };
+  }
+  const pathAndQuery = rest === '' || rest.startsWith('?') ? `/${rest}` : rest;
+  return { ok: true, value: { scheme, ...authority.value, pathAndQuery } };
+}
+
+/**
+ * Parses `host[:port]` (`[v6]:port` for IPv6). `defaultPort` null means a port is required, as in
+ * CONNECT's authority-form. User information is refused (RFC 9110 §4.2.4).
+ */
+export function parseAuthority(authority: string, defaultPort: number | null): ParseResult<Authority> {
+  if (authority === '' || authority.includes('@')) {
+    return { ok: false, reason: 'The request target has no usable host (or carries user information).' };
+  }
+  let url: URL;
+  try {
+    url = new URL(`http://${authority}`);
+  } catch {
+    return { ok: false, reason: `The request target authority ${JSON.stringify(authority)} is not valid.` };
+  }
+  // The URL parser drops a port equal to the http default (80); recover it from the input.
+  const explicit = /:(\d+)$/.exec(authority);
+  const port = explicit !== null ? Number(explicit[1]) : defaultPort;
+  if (port === null || !Number.isInteger(port) || port < 1 || port > 65_535) {
+    return {
+      ok: false,
+      reason: `The request target ${JSON.stringify(authority)} needs a port between 1 and 65535.`,
+    };
+  }
+  if (url.hostname === '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+    return { ok: false, reason: `The request target authority ${JSON.stringify(authority)} is not valid.` };
+  }
+  return { ok: true, value: { host: url.hostname, port } };
+}

@@ -1,0 +1,213 @@
+import { type Kysely, Migrator, sql } from 'kysely';
+import { EffectgateError, StoreError } from '../errors.js';
+import type { RoundTripCounter } from './counting-dialect.js';
+import { migrationProvider } from './migrations/index.js';
+import { toAttempt, toDecision, toEvent, toOperation } from './records.js';
+import type { Database } from './schema.js';
+import type {
+  AttemptRecord,
+  ChainHead,
+  DecideInput,
+  DecideResult,
+  DecisionRecord,
+  EventRecord,
+  OperationRecord,
+  OperationState,
+  OutcomeInput,
+  Store,
+  StoreStats,
+} from './types.js';
+
+export interface KyselyStoreOptions {
+  readonly kind: 'postgres' | 'pglite';
+  readonly db: Kysely<Database>;
+  readonly counter: RoundTripCounter;
+  /** Runs after the database is closed (e.g. releases the PGlite directory lock). */
+  readonly onClose?: () => void;
+}
+
+/**
+ * The one Store implementation, for PostgreSQL and PGlite alike. The hot path (`decide`,
+ * `recordOutcome`) is one `select eg_…($1::jsonb)` each: the protocol itself is in SQL (migration
+ * 0001). Reads are plain kysely queries.
+ */
+export class KyselyStore implements Store {
+  readonly kind: 'postgres' | 'pglite';
+  readonly #db: Kysely<Database>;
+  readonly #counter: RoundTripCounter;
+  readonly #onClose: (() => void) | undefined;
+  #closed = false;
+
+  constructor(options: KyselyStoreOptions) {
+    this.kind = options.kind;
+    this.#db = options.db;
+    this.#counter = options.counter;
+    this.#onClose = options.onClose;
+  }
+
+  get stats(): StoreStats {
+    return { roundTrips: this.#counter.count };
+  }
+
+  /** The underlying kysely instance, for maintenance commands and tests; not part of `Store`. */
+  get db(): Kysely<Database> {
+    return this.#db;
+  }
+
+  decide(input: DecideInput): Promise<DecideResult> {
+    return this.#guard('decide', async () => {
+      const { rows } = await sql<{
+        result: DecideResult;
+      }>`select eg_decide(${JSON.stringify(input)}::jsonb) as result`.execute(this.#db);
+      return rows[0]!.result;
+    });
+  }
+
+  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }> {
+    return this.#guard('recordOutcome', async () => {
+      const { rows } = await sql<{
+        result: { operationState: OperationState };
+      }>`select eg_record_outcome(${JSON.stringify(input)}::jsonb) as result`.execute(this.#db);
+      return rows[0]!.result;
+    });
+  }
+
+  getOperation(id: string): Promise<OperationRecord | null> {
+    return this.#guard('getOperation', async () => {
+      const row = await this.#db.selectFrom('operations').selectAll().where('id', '=', id).executeTakeFirst();
+      if (!row) return null;
+      const attempts = await this.#attemptsOf([id]);
+      return toOperation(row, attempts.get(id) ?? []);
+    });
+  }
+
+  listOperations(filter?: {
+    readonly state?: OperationState;
+    readonly limit?: number;
+  }): Promise<OperationRecord[]> {
+    return this.#guard('listOperations', async () => {
+      let query = this.#db.selectFrom('operations').selectAll();
+      if (filter?.state !== undefined) query = query.where('state', '=', filter.state);
+      const rows = await query
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(filter?.limit ?? 100)
+        .execute();
+      if (rows.length === 0) return [];
+      const attempts = await this.#attemptsOf(rows.map((r) => r.id));
+      return rows.map((r) => toOperation(r, attempts.get(r.id) ?? []));
+    });
+  }
+
+  getDecision(id: string): Promise<DecisionRecord | null> {
+    return this.#guard('getDecision', async () => {
+      const row = await this.#db.selectFrom('decisions').selectAll().where('id', '=', id).executeTakeFirst();
+      return row ? toDecision(row) : null;
+    });
+  }
+
+  listDecisions(filter: {
+    readonly runId?: string;
+    readonly operationId?: string;
+  }): Promise<DecisionRecord[]> {
+    return this.#guard('listDecisions', async () => {
+      let query = this.#db.selectFrom('decisions').selectAll();
+      if (filter.runId !== undefined) query = query.where('run_id', '=', filter.runId);
+      if (filter.operationId !== undefined) query = query.where('operation_id', '=', filter.operationId);
+      const rows = await query.orderBy('created_at').orderBy('id').execute();
+      return rows.map(toDecision);
+    });
+  }
+
+  readEvents(afterSeq: number, limit: number): Promise<EventRecord[]> {
+    return this.#guard('readEvents', async () => {
+      const rows = await this.#db
+        .selectFrom('events')
+        .select(['seq', 'type', 'operation_id', 'payload', 'prev_hash', 'hash'])
+        // As text: exact whatever the driver does with bigint.
+        .select(sql<string>`recorded_at_us::text`.as('recorded_at_us'))
+        .where('seq', '>', afterSeq)
+        .orderBy('seq')
+        .limit(limit)
+        .execute();
+      return rows.map(toEvent);
+    });
+  }
+
+  chainHead(): Promise<ChainHead> {
+    return this.#guard('chainHead', async () => {
+      const row = await this.#db
+        .selectFrom('chain_head')
+        .select(['last_seq', 'last_hash'])
+        .where('id', '=', 1)
+        .executeTakeFirstOrThrow();
+      return { lastSeq: Number(row.last_seq), lastHash: row.last_hash };
+    });
+  }
+
+  ping(): Promise<void> {
+    return this.#guard('ping', async () => {
+      await sql`select 1`.execute(this.#db);
+    });
+  }
+
+  async migrate(): Promise<void> {
+    const migrator = new Migrator({ db: this.#db, provider: migrationProvider });
+    let outcome: Awaited<ReturnType<Migrator['migrateToLatest']>>;
+    try {
+      outcome = await migrator.migrateToLatest();
+    } catch (err) {
+      outcome = { error: err };
+    }
+    if (outcome.error !== undefined) {
+      const failed = outcome.results?.find((r) => r.status === 'Error')?.migrationName;
+      throw new EffectgateError(
+        'EG_ERR_MIGRATION_FAILED',
+        `Store migration ${failed ?? '(setup)'} failed: ${messageOf(outcome.error)}`,
+        { cause: outcome.error },
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      await this.#db.destroy();
+    } finally {
+      this.#onClose?.();
+    }
+  }
+
+  async #attemptsOf(operationIds: readonly string[]): Promise<Map<string, AttemptRecord[]>> {
+    const rows = await this.#db
+      .selectFrom('attempts')
+      .selectAll()
+      .where('operation_id', 'in', operationIds)
+      .orderBy('operation_id')
+      .orderBy('number')
+      .execute();
+    const byOperation = new Map<string, AttemptRecord[]>();
+    for (const row of rows) {
+      const list = byOperation.get(row.operation_id) ?? [];
+      list.push(toAttempt(row));
+      byOperation.set(row.operation_id, list);
+    }
+    return byOperation;
+  }
+
+  // Stage boundary: callers see StoreError (EG_ERR_STORE_UNAVAILABLE) with the driver error as cause.
+  async #guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw new StoreError(`store.${what}: the store is closed`);
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof EffectgateError) throw err;
+      throw new StoreError(`store.${what} failed: ${messageOf(err)}`, { cause: err });
+    }
+  }
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

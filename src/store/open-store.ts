@@ -1,0 +1,103 @@
+import { resolve } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { type Dialect, Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { EffectgateError, StoreError } from '../errors.js';
+import { CountingDialect, RoundTripCounter } from './counting-dialect.js';
+import { KyselyStore } from './kysely-store.js';
+import { PGliteDialect } from './pglite-dialect.js';
+import { type DirLock, lockStoreDir } from './pglite-lock.js';
+import type { Database } from './schema.js';
+import type { Store } from './types.js';
+
+export interface OpenStoreOptions {
+  /** `postgres://…` | `postgresql://…` | `pglite:<dir>` | `pglite:memory`; default `pglite:./.effectgate`. */
+  readonly url?: string;
+  /** Apply pending migrations on open (default true). */
+  readonly migrate?: boolean;
+}
+
+export const DEFAULT_STORE_URL = 'pglite:./.effectgate';
+
+/** Connections per gate process: enough for concurrent proposals, small enough for many replicas. */
+const PG_POOL_MAX = 16;
+
+/** The store URL to use: the `--store` flag, else `DATABASE_URL`, else the embedded default. */
+export function resolveStoreUrl(flag?: string, env: NodeJS.ProcessEnv = process.env): string {
+  if (flag !== undefined && flag !== '') return flag;
+  const fromEnv = env['DATABASE_URL'];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  return DEFAULT_STORE_URL;
+}
+
+/** Opens (and by default migrates) the store named by `url`. */
+export function openStore(options: OpenStoreOptions = {}): Promise<Store> {
+  return openKyselyStore(options);
+}
+
+/** `openStore`, typed as the implementation (its `db` is used by maintenance commands and tests). */
+export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<KyselyStore> {
+  const url = options.url ?? DEFAULT_STORE_URL;
+  const counter = new RoundTripCounter();
+  let store: KyselyStore;
+  if (/^postgres(ql)?:\/\//i.test(url)) {
+    store = new KyselyStore({ kind: 'postgres', db: kysely(postgresDialect(url), counter), counter });
+  } else if (url.startsWith('pglite:')) {
+    store = await openPGlite(url.slice('pglite:'.length), counter);
+  } else {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `Unsupported store URL "${url.split(':')[0]}:…": use postgres://…, postgresql://…, pglite:<dir> or pglite:memory.`,
+    );
+  }
+  try {
+    // Reachability first, so an unreachable server reads as EG_ERR_STORE_UNAVAILABLE, not as a
+    // failed migration.
+    await store.ping();
+    if (options.migrate ?? true) await store.migrate();
+  } catch (err) {
+    await store.close().catch(() => undefined);
+    throw err;
+  }
+  return store;
+}
+
+function kysely(dialect: Dialect, counter: RoundTripCounter): Kysely<Database> {
+  return new Kysely<Database>({ dialect: new CountingDialect(dialect, counter) });
+}
+
+function postgresDialect(url: string): Dialect {
+  const pool = new pg.Pool({ connectionString: url, max: PG_POOL_MAX });
+  // An idle client dropped by the server emits 'error' on the pool; unhandled, that would kill the
+  // process. The pool discards that client and the next query reports any real outage.
+  pool.on('error', () => undefined);
+  return new PostgresDialect({ pool });
+}
+
+async function openPGlite(location: string, counter: RoundTripCounter): Promise<KyselyStore> {
+  if (location === 'memory') {
+    const pglite = await PGlite.create();
+    return new KyselyStore({ kind: 'pglite', db: kysely(new PGliteDialect(pglite), counter), counter });
+  }
+  if (location === '') {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      'Store URL "pglite:" needs a directory, e.g. pglite:./.effectgate',
+    );
+  }
+  const lock: DirLock = lockStoreDir(resolve(location));
+  try {
+    // The database files live in a subdirectory so the store directory can also hold the lock
+    // file (and whatever else the gate keeps beside its store) without confusing PostgreSQL.
+    const pglite = await PGlite.create(resolve(lock.dir, 'pgdata'));
+    return new KyselyStore({
+      kind: 'pglite',
+      db: kysely(new PGliteDialect(pglite), counter),
+      counter,
+      onClose: () => lock.release(),
+    });
+  } catch (err) {
+    lock.release();
+    throw new StoreError(`Could not open the embedded store in ${lock.dir}`, { cause: err });
+  }
+}

@@ -1,0 +1,123 @@
+import type { ColumnType } from 'kysely';
+
+/*
+ * Kysely table types. Rows are written only by the PL/pgSQL functions of the migrations (so the
+ * reservation protocol stays atomic in SQL); TypeScript reads them. Hence the read shapes only:
+ * timestamps arrive as Date from both drivers, bigint as string (pg) or number (PGlite), jsonb
+ * already parsed.
+ */
+
+type Timestamp = ColumnType<Date, never, never>;
+type BigIntColumn = ColumnType<string | number, never, never>;
+type Json<T> = ColumnType<T, never, never>;
+
+export interface RunsTable {
+  id: string;
+  tenant: string;
+  area: string;
+  agent: string;
+  duplicate_skips: number;
+  created_at: Timestamp;
+}
+
+export interface OperationsTable {
+  id: string;
+  tool_id: string;
+  tenant: string;
+  area: string;
+  agent: string;
+  state: string;
+  key_hash: string | null;
+  key_values: Json<unknown[] | null>;
+  idempotency_header: string | null;
+  run_id: string;
+  step: string | null;
+  worker: string | null;
+  agent_version: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface AttemptsTable {
+  id: string;
+  operation_id: string;
+  number: number;
+  decision_id: string;
+  run_id: string;
+  step: string | null;
+  worker: string | null;
+  dispatch_state: string | null;
+  retry_of_attempt_id: string | null;
+  retry_reason: string | null;
+  request: Json<unknown>;
+  status: number | null;
+  response_fingerprint: string | null;
+  destination_ref: string | null;
+  replayed: boolean | null;
+  duration_ms: number | null;
+  error: string | null;
+  started_at: Timestamp;
+  finished_at: ColumnType<Date | null, never, never>;
+}
+
+export interface DecisionsTable {
+  id: string;
+  run_id: string;
+  step: string | null;
+  tool_id: string;
+  verdict: string;
+  reason: string | null;
+  operation_id: string | null;
+  attempt_id: string | null;
+  key_hash: string | null;
+  tenant: string;
+  area: string;
+  agent: string;
+  explain: string;
+  created_at: Timestamp;
+}
+
+export interface DedupeKeysTable {
+  key_hash: string;
+  tenant: string;
+  area: string;
+  agent: string;
+  tool_id: string;
+  state: 'pending' | 'confirmed' | 'unknown' | 'released';
+  operation_id: string;
+  run_id: string | null;
+  step: string | null;
+  attempt_id: string | null;
+  created_at: Timestamp;
+  expires_at: ColumnType<Date | null, never, never>;
+  confirmed_at: ColumnType<Date | null, never, never>;
+  window_ends_at: ColumnType<Date | null, never, never>;
+  destination_ref: string | null;
+}
+
+export interface EventsTable {
+  seq: BigIntColumn;
+  type: string;
+  operation_id: string | null;
+  recorded_at: Timestamp;
+  recorded_at_us: BigIntColumn;
+  payload: string;
+  prev_hash: string;
+  hash: string;
+}
+
+export interface ChainHeadTable {
+  id: number;
+  last_seq: BigIntColumn;
+  last_hash: string;
+}
+
+export interface Database {
+  runs: RunsTable;
+  operations: OperationsTable;
+  attempts: AttemptsTable;
+  decisions: DecisionsTable;
+  dedupe_keys: DedupeKeysTable;
+  events: EventsTable;
+  chain_head: ChainHeadTable;
+}

@@ -1,0 +1,173 @@
+/**
+ * Real stores for tests, no mocks: every store suite runs once per target. `pglite:memory` always;
+ * PostgreSQL when DATABASE_URL is set, each opened store then getting a fresh, uniquely named
+ * database (created through DATABASE_URL, dropped on close) so parallel test files never collide.
+ *
+ *   for (const target of storeTargets()) describe(target.name, () => { ... openTestStore(target) ... })
+ */
+import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
+import pg from 'pg';
+import type { KyselyStore } from '../../src/store/kysely-store.js';
+import { openKyselyStore } from '../../src/store/open-store.js';
+import type {
+  ChainHead,
+  DecideInput,
+  DecideResult,
+  DecisionRecord,
+  EventRecord,
+  OperationRecord,
+  OperationState,
+  OutcomeInput,
+  Store,
+  StoreStats,
+} from '../../src/store/types.js';
+
+export interface StoreTarget {
+  readonly kind: 'pglite' | 'postgres';
+  /** For test titles. */
+  readonly name: string;
+  /** PostgreSQL only: the server database used to create and drop per-test databases. */
+  readonly adminUrl?: string;
+}
+
+export function storeTargets(env: NodeJS.ProcessEnv = process.env): StoreTarget[] {
+  const targets: StoreTarget[] = [{ kind: 'pglite', name: 'pglite:memory' }];
+  const url = env['DATABASE_URL'];
+  if (url) targets.push({ kind: 'postgres', name: 'postgres', adminUrl: url });
+  return targets;
+}
+
+/** A real store plus what tests need beyond `Store`. `close()` also drops its database. */
+export interface TestStore extends Store {
+  readonly target: StoreTarget;
+  /** The store URL (`pglite:memory`, or the fresh PostgreSQL database's URL). */
+  readonly url: string;
+  /** Runs raw SQL on this store's database (e.g. tampering with events in audit tests). */
+  query<R = Record<string, unknown>>(text: string): Promise<R[]>;
+  /**
+   * Another, separately opened store on the same database, standing in for a second gate
+   * process (PostgreSQL only; PGlite is single-process). The caller closes it.
+   */
+  openSibling(): Promise<Store>;
+}
+
+export async function openTestStore(
+  target: StoreTarget,
+  options: { readonly migrate?: boolean } = {},
+): Promise<TestStore> {
+  if (target.kind === 'pglite') {
+    const inner = await openKyselyStore({ url: 'pglite:memory', migrate: options.migrate ?? true });
+    return new TestStoreHandle(target, 'pglite:memory', inner, async () => undefined);
+  }
+  const adminUrl = target.adminUrl!;
+  const dbName = `eg_test_${process.pid}_${randomBytes(5).toString('hex')}`;
+  await admin(adminUrl, `create database ${dbName}`);
+  const url = new URL(adminUrl);
+  url.pathname = `/${dbName}`;
+  try {
+    const inner = await openKyselyStore({ url: url.toString(), migrate: options.migrate ?? true });
+    return new TestStoreHandle(target, url.toString(), inner, () =>
+      admin(adminUrl, `drop database if exists ${dbName} with (force)`),
+    );
+  } catch (err) {
+    await admin(adminUrl, `drop database if exists ${dbName} with (force)`);
+    throw err;
+  }
+}
+
+async function admin(adminUrl: string, text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+class TestStoreHandle implements TestStore {
+  readonly target: StoreTarget;
+  readonly url: string;
+  readonly #inner: KyselyStore;
+  readonly #dispose: () => Promise<void>;
+
+  constructor(target: StoreTarget, url: string, inner: KyselyStore, dispose: () => Promise<void>) {
+    this.target = target;
+    this.url = url;
+    this.#inner = inner;
+    this.#dispose = dispose;
+  }
+
+  get kind(): 'postgres' | 'pglite' {
+    return this.#inner.kind;
+  }
+
+  get stats(): StoreStats {
+    return this.#inner.stats;
+  }
+
+  decide(input: DecideInput): Promise<DecideResult> {
+    return this.#inner.decide(input);
+  }
+
+  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }> {
+    return this.#inner.recordOutcome(input);
+  }
+
+  getOperation(id: string): Promise<OperationRecord | null> {
+    return this.#inner.getOperation(id);
+  }
+
+  listOperations(filter?: {
+    readonly state?: OperationState;
+    readonly limit?: number;
+  }): Promise<OperationRecord[]> {
+    return this.#inner.listOperations(filter);
+  }
+
+  getDecision(id: string): Promise<DecisionRecord | null> {
+    return this.#inner.getDecision(id);
+  }
+
+  listDecisions(filter: {
+    readonly runId?: string;
+    readonly operationId?: string;
+  }): Promise<DecisionRecord[]> {
+    return this.#inner.listDecisions(filter);
+  }
+
+  readEvents(afterSeq: number, limit: number): Promise<EventRecord[]> {
+    return this.#inner.readEvents(afterSeq, limit);
+  }
+
+  chainHead(): Promise<ChainHead> {
+    return this.#inner.chainHead();
+  }
+
+  ping(): Promise<void> {
+    return this.#inner.ping();
+  }
+
+  migrate(): Promise<void> {
+    return this.#inner.migrate();
+  }
+
+  async query<R = Record<string, unknown>>(text: string): Promise<R[]> {
+    const result = await sql.raw<R>(text).execute(this.#inner.db);
+    return result.rows;
+  }
+
+  openSibling(): Promise<Store> {
+    if (this.target.kind !== 'postgres') throw new Error('openSibling: PGlite is single-process');
+    return openKyselyStore({ url: this.url, migrate: false });
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.#inner.close();
+    } finally {
+      await this.#dispose();
+    }
+  }
+}

@@ -1,0 +1,348 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreError } from '../../../src/errors.js';
+import { verifyStoreChain } from '../../../src/store/store-events.js';
+import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
+import { block, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+
+for (const target of storeTargets()) {
+  describe(`reservation protocol on ${target.name}`, () => {
+    let store: TestStore;
+
+    beforeAll(async () => {
+      store = await openTestStore(target);
+    });
+
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    it('allow, then a succeeded outcome: the next proposal is a duplicate pointing at its source', async () => {
+      const key = newKey();
+      const runA = newRun();
+      const first = await store.decide(reserve(runA, key, { step: 'create' }));
+      expectVerdict(first, 'allow');
+      expect(first).toMatchObject({ attemptNumber: 1, retryOfAttemptId: null, retryReason: null });
+
+      const op = await store.getOperation(first.operationId);
+      expect(op).toMatchObject({
+        state: 'open',
+        keyHash: key.hash,
+        runId: runA,
+        idempotencyHeader: 'Idempotency-Key',
+      });
+      expect(op?.attempts).toHaveLength(1);
+      expect(op?.attempts[0]).toMatchObject({ id: first.attemptId, number: 1, dispatchState: null });
+
+      const done = await store.recordOutcome(outcome(first, key, 'succeeded', { replayed: false }));
+      expect(done.operationState).toBe('succeeded');
+
+      const runB = newRun();
+      const second = await store.decide(reserve(runB, key));
+      expectVerdict(second, 'duplicate');
+      expect(second.operationId).toBe(first.operationId);
+      expect(second.duplicateSkips).toBe(1);
+      expect(second.source).toMatchObject({
+        runId: runA,
+        step: 'create',
+        operationId: first.operationId,
+        attemptId: first.attemptId,
+        destinationRef: 'https://github.com/acme/app/issues/1',
+      });
+      expect(second.source?.confirmedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+      const after = await store.getOperation(first.operationId);
+      expect(after?.state).toBe('succeeded');
+      expect(after?.attempts[0]).toMatchObject({
+        dispatchState: 'response_received',
+        status: 201,
+        responseFingerprint: 'sha256:feedbeef',
+        replayed: false,
+        durationMs: 12.5,
+      });
+      expect(after?.attempts[0]?.finishedAt).not.toBeNull();
+
+      const decision = await store.getDecision(second.decisionId);
+      expect(decision).toMatchObject({ verdict: 'duplicate', runId: runB, operationId: first.operationId });
+    });
+
+    it('failed releases the key: the next proposal retries the same operation (attempt #2, parent, reason)', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'failed', { status: 503 }));
+      expect((await store.getOperation(first.operationId))?.state).toBe('failed');
+
+      const retry = await store.decide(reserve(newRun(), key));
+      expectVerdict(retry, 'allow');
+      expect(retry).toMatchObject({
+        operationId: first.operationId,
+        attemptNumber: 2,
+        retryOfAttemptId: first.attemptId,
+        retryReason: 'destination_5xx',
+      });
+      const op = await store.getOperation(first.operationId);
+      expect(op?.state).toBe('open');
+      expect(op?.attempts.map((a) => [a.number, a.retryOfAttemptId, a.retryReason])).toEqual([
+        [1, null, null],
+        [2, first.attemptId, 'destination_5xx'],
+      ]);
+    });
+
+    it.each([
+      ['not_sent', null, 'connection_not_established'],
+      ['response_received', 429, 'rate_limited'],
+      ['response_received', 502, 'destination_5xx'],
+      ['sent_no_response', null, 'response_lost_after_dispatch'],
+      ['response_received', 422, null],
+    ] as const)('retry reason after dispatch %s status %s is %s', async (dispatchState, status, reason) => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'failed', { dispatchState, status }));
+      const retry = await store.decide(reserve(newRun(), key));
+      expectVerdict(retry, 'allow');
+      expect(retry.retryReason).toBe(reason);
+      expect(retry.retryOfAttemptId).toBe(first.attemptId);
+    });
+
+    it('unknown keeps the key held: later proposals are pending, recorded only with recordPending', async () => {
+      const key = newKey({ pendingTtlMs: 50 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      const res = await store.recordOutcome(outcome(first, key, 'unknown'));
+      expect(res.operationState).toBe('unknown');
+      await sleep(80); // past the pending TTL: an unknown outcome is never taken over by TTL
+
+      const quietRun = newRun();
+      const quiet = await store.decide(reserve(quietRun, key, { recordPending: false }));
+      expectVerdict(quiet, 'pending');
+      expect(quiet).toMatchObject({
+        decisionId: null,
+        operationId: first.operationId,
+        operationState: 'unknown',
+      });
+      expect(await store.listDecisions({ runId: quietRun })).toEqual([]);
+
+      const loudRun = newRun();
+      const loud = await store.decide(reserve(loudRun, key, { recordPending: true }));
+      expectVerdict(loud, 'pending');
+      expect(loud.decisionId).not.toBeNull();
+      expect(loud).toMatchObject({ operationId: first.operationId, operationState: 'unknown' });
+      const decisions = await store.listDecisions({ runId: loudRun });
+      expect(decisions.map((d) => [d.verdict, d.operationId])).toEqual([['pending', first.operationId]]);
+    });
+
+    it('a reservation held by another run is pending until its TTL', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      const other = await store.decide(reserve(newRun(), key, { recordPending: false }));
+      expectVerdict(other, 'pending');
+      expect(other).toMatchObject({
+        operationId: first.operationId,
+        operationState: 'open',
+        decisionId: null,
+      });
+    });
+
+    it('an expired pending reservation is taken over as a retry of the same operation', async () => {
+      const key = newKey({ pendingTtlMs: 50 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await sleep(80); // the owner lost track: no outcome recorded
+
+      // The retry's own reservation gets a long TTL, so it cannot lapse while this test runs.
+      const takeover = await store.decide(reserve(newRun(), { ...key, pendingTtlMs: 60_000 }));
+      expectVerdict(takeover, 'allow');
+      expect(takeover).toMatchObject({
+        operationId: first.operationId,
+        attemptNumber: 2,
+        retryOfAttemptId: first.attemptId,
+        retryReason: 'response_lost_after_dispatch',
+      });
+
+      // The late outcome of the lost attempt is kept as evidence, but the retry now owns the key.
+      const late = await store.recordOutcome(outcome(first, key, 'failed'));
+      expect(late.operationState).toBe('open');
+      const stillHeld = await store.decide(reserve(newRun(), key, { recordPending: false }));
+      expectVerdict(stillHeld, 'pending');
+
+      await store.recordOutcome(outcome(takeover, key, 'succeeded'));
+      const op = await store.getOperation(first.operationId);
+      expect(op?.state).toBe('succeeded');
+      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['response_received', 'response_received']);
+    });
+
+    it('a confirmed key whose window ended gives a new operation', async () => {
+      const key = newKey({ windowMs: 300 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'succeeded'));
+      expectVerdict(await store.decide(reserve(newRun(), key)), 'duplicate');
+      await sleep(350);
+
+      const again = await store.decide(reserve(newRun(), key));
+      expectVerdict(again, 'allow');
+      expect(again.operationId).not.toBe(first.operationId);
+      expect(again).toMatchObject({ attemptNumber: 1, retryOfAttemptId: null });
+    });
+
+    it('a released key whose operation is older than the window gives a new operation', async () => {
+      const key = newKey({ windowMs: 300 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'failed'));
+      await sleep(350);
+      const again = await store.decide(reserve(newRun(), key));
+      expectVerdict(again, 'allow');
+      expect(again.operationId).not.toBe(first.operationId);
+      expect(again).toMatchObject({ attemptNumber: 1, retryOfAttemptId: null, retryReason: null });
+      expect((await store.getOperation(first.operationId))?.state).toBe('failed');
+    });
+
+    it('a permanent window never expires', async () => {
+      const key = newKey({ windowMs: null, pendingTtlMs: 50 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'succeeded'));
+      await sleep(80);
+      const later = await store.decide(reserve(newRun(), key));
+      expectVerdict(later, 'duplicate');
+      expect(later.source?.operationId).toBe(first.operationId);
+    });
+
+    it('the loop breaker halts a run after N duplicate skips', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'succeeded'));
+
+      const run = newRun();
+      const skips: number[] = [];
+      for (let i = 0; i < 2; i++) {
+        const dup = await store.decide(reserve(run, key, { maxDuplicateSkips: 2 }));
+        expectVerdict(dup, 'duplicate');
+        skips.push(dup.duplicateSkips);
+      }
+      expect(skips).toEqual([1, 2]);
+
+      const halted = await store.decide(reserve(run, newKey(), { maxDuplicateSkips: 2 }));
+      expectVerdict(halted, 'halted');
+      expect(halted.duplicateSkips).toBe(2);
+      expectVerdict(await store.decide(reserve(run, null, { maxDuplicateSkips: 2 })), 'halted');
+      expectVerdict(await store.decide(block(run, 'missing key path', { maxDuplicateSkips: 2 })), 'halted');
+      expect((await store.getDecision(halted.decisionId))?.verdict).toBe('halted');
+    });
+
+    it('block records a decision and reserves nothing', async () => {
+      const run = newRun();
+      const res = await store.decide(block(run, 'key path $.body.title is missing'));
+      expectVerdict(res, 'block');
+      expect(res).toMatchObject({ reason: 'key path $.body.title is missing', operationId: null });
+      const decision = await store.getDecision(res.decisionId);
+      expect(decision).toMatchObject({
+        verdict: 'block',
+        reason: 'key path $.body.title is missing',
+        runId: run,
+        operationId: null,
+        scope: { tenant: 'acme', area: 'support', agent: 'triage-bot' },
+      });
+    });
+
+    it('exhausting the retry budget blocks and leaves the key released', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key, { retryBudget: 2 }));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'failed', { status: 500 }));
+      const second = await store.decide(reserve(newRun(), key, { retryBudget: 2 }));
+      expectVerdict(second, 'allow');
+      expect(second.attemptNumber).toBe(2);
+      await store.recordOutcome(outcome(second, key, 'failed', { status: 500 }));
+
+      const third = await store.decide(reserve(newRun(), key, { retryBudget: 2 }));
+      expectVerdict(third, 'block');
+      expect(third).toMatchObject({ reason: 'retry_budget_exhausted', operationId: first.operationId });
+      expect((await store.getDecision(third.decisionId))?.verdict).toBe('block');
+      const op = await store.getOperation(first.operationId);
+      expect(op?.state).toBe('failed');
+      expect(op?.attempts).toHaveLength(2);
+
+      // Nothing was reserved: with more budget the same operation is retried.
+      const fourth = await store.decide(reserve(newRun(), key, { retryBudget: 3 }));
+      expectVerdict(fourth, 'allow');
+      expect(fourth).toMatchObject({ operationId: first.operationId, attemptNumber: 3 });
+    });
+
+    it('a tool without a key always gets a new operation', async () => {
+      const run = newRun();
+      const a = await store.decide(reserve(run, null, { idempotencyHeader: null }));
+      const b = await store.decide(
+        reserve(run, null, { idempotencyHeader: null, keyError: 'missing $.body.title' }),
+      );
+      expectVerdict(a, 'allow');
+      expectVerdict(b, 'allow');
+      expect(a.operationId).not.toBe(b.operationId);
+      await store.recordOutcome(outcome(a, null, 'succeeded'));
+      expect((await store.getOperation(a.operationId))?.state).toBe('succeeded');
+      expect((await store.getOperation(b.operationId))?.keyHash).toBeNull();
+      expect((await store.getDecision(b.decisionId))?.reason).toBe('missing $.body.title');
+    });
+
+    it('decide and recordOutcome are one round trip each', async () => {
+      const key = newKey();
+      let before = store.stats.roundTrips;
+      const allow = await store.decide(reserve(newRun(), key));
+      expect(store.stats.roundTrips - before).toBe(1);
+      expectVerdict(allow, 'allow');
+
+      before = store.stats.roundTrips;
+      await store.recordOutcome(outcome(allow, key, 'succeeded'));
+      expect(store.stats.roundTrips - before).toBe(1);
+
+      before = store.stats.roundTrips;
+      expectVerdict(await store.decide(reserve(newRun(), key)), 'duplicate');
+      expect(store.stats.roundTrips - before).toBe(1);
+
+      before = store.stats.roundTrips;
+      expectVerdict(await store.decide(block(newRun(), 'policy')), 'block');
+      expect(store.stats.roundTrips - before).toBe(1);
+    });
+
+    it('listOperations filters by state, newest first', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'unknown'));
+      const unknown = await store.listOperations({ state: 'unknown' });
+      expect(unknown.every((o) => o.state === 'unknown')).toBe(true);
+      expect(unknown[0]?.id).toBe(first.operationId);
+      expect(unknown[0]?.attempts[0]?.dispatchState).toBe('sent_no_response');
+      expect(await store.listOperations({ limit: 2 })).toHaveLength(2);
+      expect(await store.getOperation('no-such-operation')).toBeNull();
+      expect(await store.getDecision('no-such-decision')).toBeNull();
+    });
+
+    it('driver errors surface as StoreError with the cause kept', async () => {
+      const key = newKey();
+      const allow = await store.decide(reserve(newRun(), key));
+      expectVerdict(allow, 'allow');
+      await store.recordOutcome(outcome(allow, key, 'failed'));
+      const twice = store.recordOutcome(outcome(allow, key, 'succeeded'));
+      await expect(twice).rejects.toBeInstanceOf(StoreError);
+      await expect(twice).rejects.toMatchObject({
+        code: 'EG_ERR_STORE_UNAVAILABLE',
+        cause: expect.any(Error),
+      });
+      // The failed call changed nothing.
+      expect((await store.getOperation(allow.operationId))?.state).toBe('failed');
+    });
+
+    it('the chain verifies after all of that', async () => {
+      const report = await verifyStoreChain(store);
+      expect(report.firstBad).toBeUndefined();
+      expect(report.ok).toBe(true);
+      expect(report.lastSeq).toBe((await store.chainHead()).lastSeq);
+      expect(report.checked).toBeGreaterThan(50);
+    });
+  });
+}

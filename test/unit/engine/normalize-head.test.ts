@@ -1,0 +1,171 @@
+import { describe, expect, it } from 'vitest';
+import { stripHopByHop } from '../../../src/engine/hop-by-hop.js';
+import {
+  MAX_CONTEXT_VALUE_LENGTH,
+  normalizeHead,
+  type RawRequestHead,
+} from '../../../src/engine/normalize-head.js';
+
+function raw(overrides: Partial<RawRequestHead> = {}): RawRequestHead {
+  return {
+    scheme: 'http',
+    method: 'post',
+    host: 'API.Example.COM',
+    port: 80,
+    pathAndQuery: '/v1/items?b=2&a=1',
+    headers: {},
+    ...overrides,
+  };
+}
+
+describe('normalizeHead', () => {
+  it('upper-cases the method, lower-cases the host and splits path and query', () => {
+    const head = normalizeHead(raw());
+    expect(head).toMatchObject({ scheme: 'http', method: 'POST', host: 'api.example.com', port: 80 });
+    expect(head.path).toBe('/v1/items');
+    expect(head.query).toBe('b=2&a=1');
+  });
+
+  it('strips IPv6 brackets', () => {
+    expect(normalizeHead(raw({ host: '[::1]' })).host).toBe('::1');
+    expect(normalizeHead(raw({ host: '[FE80::1]' })).host).toBe('fe80::1');
+  });
+
+  it('keeps the path as sent, gives "/" for an empty one and drops a fragment', () => {
+    expect(normalizeHead(raw({ pathAndQuery: '/a/../b/%7E?x' })).path).toBe('/a/../b/%7E');
+    expect(normalizeHead(raw({ pathAndQuery: '' }))).toMatchObject({ path: '/', query: '' });
+    expect(normalizeHead(raw({ pathAndQuery: '?q=1' }))).toMatchObject({ path: '/', query: 'q=1' });
+    expect(normalizeHead(raw({ pathAndQuery: '/p?q=1#frag' }))).toMatchObject({ path: '/p', query: 'q=1' });
+    expect(normalizeHead(raw({ pathAndQuery: '/p?' }))).toMatchObject({ path: '/p', query: '' });
+  });
+
+  it('removes hop-by-hop headers, Host, Proxy-* and every header named in Connection', () => {
+    const head = normalizeHead(
+      raw({
+        headers: {
+          host: 'api.example.com',
+          connection: 'keep-alive, X-Hop-One,x-hop-two',
+          'proxy-connection': 'X-Hop-Three',
+          'keep-alive': 'timeout=5',
+          te: 'trailers',
+          trailer: 'x-checksum',
+          'transfer-encoding': 'chunked',
+          upgrade: 'h2c',
+          'proxy-authorization': 'Basic c2VjcmV0',
+          'proxy-authenticate': 'Basic',
+          'proxy-foo': 'bar',
+          'x-hop-one': '1',
+          'x-hop-two': '2',
+          'x-hop-three': '3',
+          'content-type': 'application/json',
+          'content-length': '12',
+          authorization: 'Bearer upstream-token',
+          'set-cookie': ['a=1', 'b=2'],
+          'x-absent': undefined,
+        },
+      }),
+    );
+    expect(head.headers).toEqual({
+      'content-type': 'application/json',
+      'content-length': '12',
+      authorization: 'Bearer upstream-token',
+      'set-cookie': ['a=1', 'b=2'],
+    });
+  });
+
+  it('reads the Effectgate-* context and removes every effectgate-* header', () => {
+    const head = normalizeHead(
+      raw({
+        headers: {
+          'effectgate-run': ' run-1 ',
+          'effectgate-step': '7',
+          'effectgate-operation': 'op-9',
+          'effectgate-worker': 'w-2',
+          'effectgate-agent-version': '1.4.0',
+          'effectgate-retry-reason': 'rate_limited',
+          'effectgate-unknown': 'x',
+          'x-kept': 'yes',
+        },
+      }),
+    );
+    expect(head.context).toEqual({
+      run: 'run-1',
+      step: '7',
+      operation: 'op-9',
+      worker: 'w-2',
+      agentVersion: '1.4.0',
+      retryReason: 'rate_limited',
+    });
+    expect(head.headers).toEqual({ 'x-kept': 'yes' });
+  });
+
+  it('ignores context values that are empty, too long or contain control characters', () => {
+    const head = normalizeHead(
+      raw({
+        headers: {
+          'effectgate-run': 'x'.repeat(MAX_CONTEXT_VALUE_LENGTH + 1),
+          'effectgate-step': 'a\u0001b',
+          'effectgate-operation': '   ',
+          'effectgate-worker': 'tab\there',
+          'effectgate-agent-version': 'x'.repeat(MAX_CONTEXT_VALUE_LENGTH),
+        },
+      }),
+    );
+    expect(head.context).toEqual({
+      run: null,
+      step: null,
+      operation: null,
+      worker: null,
+      agentVersion: 'x'.repeat(MAX_CONTEXT_VALUE_LENGTH),
+      retryReason: null,
+    });
+    expect(head.headers).toEqual({});
+  });
+
+  it('takes the first of repeated context values', () => {
+    const head = normalizeHead(raw({ headers: { 'effectgate-run': ['r1', 'r2'] } }));
+    expect(head.context.run).toBe('r1');
+  });
+
+  it('gives an all-null context when no header is present', () => {
+    expect(normalizeHead(raw()).context).toEqual({
+      run: null,
+      step: null,
+      operation: null,
+      worker: null,
+      agentVersion: null,
+      retryReason: null,
+    });
+  });
+
+  it('does not mutate its input', () => {
+    const headers = { connection: 'x-a', 'x-a': '1', 'effectgate-run': 'r' };
+    normalizeHead(raw({ headers }));
+    expect(headers).toEqual({ connection: 'x-a', 'x-a': '1', 'effectgate-run': 'r' });
+  });
+});
+
+describe('stripHopByHop', () => {
+  it('removes hop-by-hop response headers and those named in Connection, keeps the rest', () => {
+    expect(
+      stripHopByHop({
+        connection: 'close, X-Upstream-Hop',
+        'keep-alive': 'timeout=5',
+        'transfer-encoding': 'chunked',
+        trailer: 'x-digest',
+        upgrade: 'websocket',
+        'proxy-authenticate': 'Basic',
+        'x-upstream-hop': 'secret',
+        'content-type': 'text/plain',
+        'set-cookie': ['a=1', 'b=2'],
+        'x-undefined': undefined,
+      }),
+    ).toEqual({ 'content-type': 'text/plain', 'set-cookie': ['a=1', 'b=2'] });
+  });
+
+  it('handles a Connection header given as an array', () => {
+    expect(stripHopByHop({ connection: ['x-a', 'x-b'], 'x-a': '1', 'x-b': '2', 'x-c': '3' })).toEqual({
+      'x-c': '3',
+    });
+  });
+});

@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { parseAbsoluteTarget, parseAuthority } from '../../../src/proxy/parse-target.js';
+
+describe('parseAbsoluteTarget', () => {
+  it('parses an absolute-form http URL, keeping the path exactly as sent', () => {
+    expect(parseAbsoluteTarget('http://API.example.com:8080/a/../b%2F?x=1&y')).toEqual({
+      ok: true,
+      value: { scheme: 'http', host: 'api.example.com', port: 8080, pathAndQuery: '/a/../b%2F?x=1&y' },
+    });
+  });
+
+  it('uses default ports, including an explicit :80', () => {
+    expect(parseAbsoluteTarget('http://example.com/')).toMatchObject({ value: { port: 80 } });
+    expect(parseAbsoluteTarget('http://example.com:80/')).toMatchObject({ value: { port: 80 } });
+    expect(parseAbsoluteTarget('HTTPS://example.com/')).toMatchObject({
+      value: { scheme: 'https', port: 443 },
+    });
+  });
+
+  it('gives "/" for an empty path and drops a fragment', () => {
+    expect(parseAbsoluteTarget('http://example.com')).toMatchObject({ value: { pathAndQuery: '/' } });
+    expect(parseAbsoluteTarget('http://example.com?q=1')).toMatchObject({ value: { pathAndQuery: '/?q=1' } });
+    expect(parseAbsoluteTarget('http://example.com/p#f')).toMatchObject({ value: { pathAndQuery: '/p' } });
+  });
+
+  it('accepts IPv6 literals', () => {
+    expect(parseAbsoluteTarget('http://[::1]:3000/x')).toMatchObject({
+      value: { host: '[::1]', port: 3000 },
+    });
+  });
+
+  it.each([
+    ['/origin-form'],
+    ['*'],
+    ['ftp://example.com/file'],
+    ['http:///nohost'],
+    ['http://user:pass@example.com/'],
+    ['http://example.com:0/'],
+    ['http://example.com:99999/'],
+    ['http://exa mple.com/'],
+  ])('refuses %s', (target) => {
+    expect(parseAbsoluteTarget(target).ok).toBe(false);
+  });
+});
+
+describe('parseAuthority', () => {
+  it('parses CONNECT authority-form', () => {
+    expect(parseAuthority('example.com:443', null)).toEqual({
+      ok: true,
+      value: { host: 'example.com', port: 443 },
+    });
+    expect(parseAuthority('[2001:db8::1]:8443', null)).toEqual({
+      ok: true,
+      value: { host: '[2001:db8::1]', port: 8443 },
+    });
+  });
+
+  it('requires a port when there is no default', () => {
+    expect(parseAuthority('example.com', null).ok).toBe(false);
+    expect(parseAuthority('example.com:', null).ok).toBe(false);
+  });
+
+  it.each([[''], ['a@b:443'], ['example.com:443/path'], ['exa mple.com:443']])('refuses %j', (authority) => {
+    expect(parseAuthority(authority, null).ok).toBe(false);
+  });
+});
