@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer } from '../admin/index.js';
 import { checkPositiveInt, parseListen, parsePortList, scopeFromFlagsAndEnv } from '../config/index.js';
 import { createGate } from '../engine/index.js';
@@ -6,6 +6,21 @@ import { loadPolicies } from '../policy/index.js';
 import { createProxyServer } from '../proxy/index.js';
 import { openStore, resolveStoreUrl } from '../store/index.js';
 import { jsonLogger } from './json-logger.js';
+
+/** The flags of `effectgate proxy` (exported so docker/ manifests are checked against them). */
+export const PROXY_OPTIONS = {
+  listen: { type: 'string', default: '127.0.0.1:8080' },
+  admin: { type: 'string' },
+  policies: { type: 'string', default: 'policies' },
+  store: { type: 'string' },
+  tenant: { type: 'string' },
+  area: { type: 'string' },
+  agent: { type: 'string' },
+  'no-migrate': { type: 'boolean', default: false },
+  'max-body-bytes': { type: 'string' },
+  'allow-connect-ports': { type: 'string' },
+  'run-id': { type: 'string' },
+} as const satisfies ParseArgsConfig['options'];
 
 /**
  * `effectgate proxy`: the forward proxy on `--listen`, policies from `--policies`, the store from
@@ -15,19 +30,7 @@ import { jsonLogger } from './json-logger.js';
 export async function runProxy(argv: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
-    options: {
-      listen: { type: 'string', default: '127.0.0.1:8080' },
-      admin: { type: 'string' },
-      policies: { type: 'string', default: 'policies' },
-      store: { type: 'string' },
-      tenant: { type: 'string' },
-      area: { type: 'string' },
-      agent: { type: 'string' },
-      'no-migrate': { type: 'boolean', default: false },
-      'max-body-bytes': { type: 'string' },
-      'allow-connect-ports': { type: 'string' },
-      'run-id': { type: 'string' },
-    },
+    options: PROXY_OPTIONS,
   });
   const listen = parseListen('--listen', values.listen);
   const admin = values.admin === undefined ? null : parseListen('--admin', values.admin);
