@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Classification, Classifier, type PolicySet, type Tool } from '../policy/index.js';
-import { type DecideResult, type OutcomeInput, type Scope, type Store, uuidv7 } from '../store/index.js';
+import { type DecideResult, type Scope, type Store, uuidv7 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
-import { sha256Ref } from './canonical-json.js';
+import { dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
+import { renderStoreUnavailable, transportProblem, upstreamFailedResponse } from './problem-response.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
-import { extractDestinationRef, readReplayed } from './response-facts.js';
 import { buildSemanticKey } from './semantic-key.js';
 import type {
   GateHandler,
@@ -13,11 +13,10 @@ import type {
   GateResponse,
   RouteDecision,
   TransportProblem,
-  UpstreamRequest,
   UpstreamResult,
   UpstreamSender,
 } from './types.js';
-import { blockFacts, factsForDecision } from './verdict-facts.js';
+import { blockFacts, factsForDecision, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
 
 /** Minimal structured logger; the CLI passes a JSON-lines one, tests none. */
@@ -39,9 +38,6 @@ export interface GateOptions {
   readonly authorityKey: string | null;
   readonly logger: GateLogger;
 }
-
-const encoder = new TextEncoder();
-const EMPTY = new Uint8Array(0);
 
 /**
  * The engine: classify → scope → key → resolve duplicate state → record the Gate decision →
@@ -76,24 +72,7 @@ export class Gate implements GateHandler {
   }
 
   refuse(_head: GateRequestHead | null, problem: TransportProblem, detail: string): GateResponse {
-    const map = {
-      body_too_large: { status: 413, title: 'Request body too large' },
-      bad_request: { status: 400, title: 'Bad proxy request' },
-      proxy_auth_required: { status: 407, title: 'Proxy authentication required' },
-    } as const;
-    const m = map[problem];
-    const body = {
-      type: `urn:effectgate:problem:${problem}`,
-      title: m.title,
-      status: m.status,
-      detail,
-      message: detail,
-    };
-    return {
-      status: m.status,
-      headers: { 'content-type': 'application/problem+json', 'cache-control': 'no-store' },
-      body: encoder.encode(JSON.stringify(body)),
-    };
+    return transportProblem(problem, detail);
   }
 
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
@@ -110,7 +89,7 @@ export class Gate implements GateHandler {
       return await this.#govern(request, chosen, args, send);
     } catch (err) {
       this.#o.logger.error({ err: String(err), tool: chosen.tool.id }, 'store unavailable; failing closed');
-      return this.#storeUnavailable(chosen.tool, args.body);
+      return renderStoreUnavailable(chosen.tool, args.body);
     }
   }
 
@@ -245,18 +224,8 @@ export class Gate implements GateHandler {
       'governed decision',
     );
     if (sent.kind === 'failure') {
-      const timedOut = sent.timedOut;
       return renderVerdict(
-        {
-          ...facts,
-          status: timedOut ? 504 : 502,
-          title: timedOut ? 'Upstream timed out' : 'No usable upstream response',
-          detail:
-            sent.dispatchState === 'not_sent'
-              ? `The request for tool ${tool.id} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
-              : `The request for tool ${tool.id} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
-          extra: { dispatch_state: sent.dispatchState, operation_state: outcome.operationState },
-        },
+        dispatchFailureFacts(facts, sent, outcome.operationState),
         request.headers,
         args.body,
       );
@@ -291,136 +260,12 @@ export class Gate implements GateHandler {
   }
 
   #relay(sent: UpstreamResult, facts: VerdictFacts | null): GateResponse {
-    if (sent.kind === 'failure') {
-      const body = {
-        type: 'urn:effectgate:problem:upstream_failed',
-        title: sent.timedOut ? 'Upstream timed out' : 'Upstream unreachable',
-        status: sent.timedOut ? 504 : 502,
-        detail: `The destination gave no usable response (${sent.error}).`,
-        dispatch_state: sent.dispatchState,
-      };
-      return {
-        status: body.status,
-        headers: { 'content-type': 'application/problem+json' },
-        body: encoder.encode(JSON.stringify(body)),
-      };
-    }
+    if (sent.kind === 'failure') return upstreamFailedResponse(sent.error, sent.timedOut);
     if (facts === null) return { status: sent.status, headers: sent.headers, body: sent.body };
     return { status: sent.status, headers: { ...sent.headers, ...verdictHeaders(facts) }, body: sent.body };
   }
 
   #defaultBlock(head: GateRequestHead): GateResponse {
-    const detail = `Egress to ${head.method} ${head.host}${head.path} matches no tool classification and the policy default is block. Nothing was sent.`;
-    return renderVerdict(
-      {
-        verdict: 'block',
-        status: 403,
-        title: 'Unclassified egress blocked',
-        detail,
-        tool: null,
-        decisionId: null,
-        operationId: null,
-        extra: { reason: 'unclassified' },
-      },
-      head.headers,
-      undefined,
-    );
+    return renderVerdict(unclassifiedFacts(head), head.headers, undefined);
   }
-
-  #storeUnavailable(tool: Tool, body: unknown): GateResponse {
-    const detail = `The gate cannot reach its store, so it cannot tell whether this ${tool.effect} effect (tool ${tool.id}) was already done. Nothing was sent (fail closed). Try again later.`;
-    const problem = {
-      type: 'urn:effectgate:problem:store_unavailable',
-      title: 'Gate store unavailable',
-      status: 503,
-      detail,
-      message: detail,
-      code: 'EG_ERR_STORE_UNAVAILABLE',
-      tool: tool.id,
-    };
-    if (tool.verdict.protocol === 'jsonrpc') {
-      const id =
-        body !== null && typeof body === 'object' ? ((body as Record<string, unknown>)['id'] ?? null) : null;
-      return {
-        status: 200,
-        headers: { 'content-type': 'application/json', 'retry-after': '5' },
-        body: encoder.encode(
-          JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32056, message: detail, data: problem } }),
-        ),
-      };
-    }
-    return {
-      status: 503,
-      headers: {
-        'content-type': 'application/problem+json',
-        'retry-after': '5',
-        'cache-control': 'no-store',
-      },
-      body: encoder.encode(JSON.stringify(problem)),
-    };
-  }
-}
-
-function toUpstream(request: GateRequest, inject: { name: string; value: string } | null): UpstreamRequest {
-  const headers: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(request.headers)) {
-    if (v !== undefined && k !== 'content-length') headers[k] = v;
-  }
-  if (inject !== null) headers[inject.name.toLowerCase()] = inject.value;
-  const defaultPort = request.scheme === 'https' ? 443 : 80;
-  const hostName = request.host.includes(':') ? `[${request.host}]` : request.host;
-  headers['host'] = request.port === defaultPort ? hostName : `${hostName}:${request.port}`;
-  return {
-    scheme: request.scheme,
-    method: request.method,
-    host: request.host,
-    port: request.port,
-    pathAndQuery: request.query === '' ? request.path : `${request.path}?${request.query}`,
-    headers,
-    body:
-      request.body.byteLength === 0 && (request.method === 'GET' || request.method === 'HEAD')
-        ? EMPTY
-        : request.body,
-  };
-}
-
-function outcomeOf(
-  sent: UpstreamResult,
-  tool: Tool,
-  allow: Extract<DecideResult, { verdict: 'allow' }>,
-  keyHash: string | null,
-  windowMs: number | null,
-  durationMs: number,
-): OutcomeInput {
-  const base = {
-    operationId: allow.operationId,
-    attemptId: allow.attemptId,
-    decisionId: allow.decisionId,
-    keyHash,
-    windowMs,
-    durationMs,
-  };
-  if (sent.kind === 'failure') {
-    return {
-      ...base,
-      dispatchState: sent.dispatchState,
-      // Nothing left the gate: a definite non-effect. Anything else: nobody knows (never `failed`).
-      operationState: sent.dispatchState === 'not_sent' ? 'failed' : 'unknown',
-      status: null,
-      responseFingerprint: null,
-      destinationRef: null,
-      replayed: null,
-      error: sent.error,
-    };
-  }
-  return {
-    ...base,
-    dispatchState: 'response_received',
-    operationState: tool.outcome.classify(sent.status),
-    status: sent.status,
-    responseFingerprint: sha256Ref(sent.body),
-    destinationRef: extractDestinationRef(tool, sent.body),
-    replayed: readReplayed(tool, sent.headers),
-    error: null,
-  };
 }

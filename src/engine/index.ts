@@ -8,6 +8,7 @@ export {
   normalizeHost,
   type RawRequestHead,
 } from './normalize-head.js';
+export { problemResponse, type TransportProblemInit, upstreamFailedResponse } from './problem-response.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
 export type * from './types.js';
 export { negotiateProblemType, renderVerdict, type VerdictFacts } from './verdict-response.js';

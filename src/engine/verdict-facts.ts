@@ -1,5 +1,6 @@
 import type { Tool } from '../policy/index.js';
 import type { DecideResult } from '../store/index.js';
+import type { GateRequestHead } from './types.js';
 import type { VerdictFacts } from './verdict-response.js';
 
 /**
@@ -102,5 +103,19 @@ export function blockFacts(
     decisionId,
     operationId: null,
     extra: { reason },
+  };
+}
+
+/** `default: block` for egress no tool classifies; answered without a store round trip. */
+export function unclassifiedFacts(head: GateRequestHead): VerdictFacts {
+  return {
+    verdict: 'block',
+    status: 403,
+    title: 'Unclassified egress blocked',
+    detail: `Egress to ${head.method} ${head.host}${head.path} matches no tool classification and the policy default is block. Nothing was sent.`,
+    tool: null,
+    decisionId: null,
+    operationId: null,
+    extra: { reason: 'unclassified' },
   };
 }

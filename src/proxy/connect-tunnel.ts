@@ -11,10 +11,10 @@ import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler } from '../engine/index.js';
-import { normalizeHost } from '../engine/index.js';
+import { normalizeHost, problemResponse, upstreamFailedResponse } from '../engine/index.js';
 import { errorCode } from './classify-failure.js';
 import { parseAuthority } from './parse-target.js';
-import { problemResponse, upstreamFailedResponse, writeRawResponse } from './problem-response.js';
+import { writeRawResponse } from './write-raw-response.js';
 
 export interface ConnectTunnelOptions {
   readonly gate: GateHandler;

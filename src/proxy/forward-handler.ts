@@ -4,9 +4,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GateHandler, GateRequestHead, GateResponse } from '../engine/index.js';
-import { normalizeHead } from '../engine/index.js';
+import { normalizeHead, problemResponse } from '../engine/index.js';
 import { type AbsoluteTarget, parseAbsoluteTarget } from './parse-target.js';
-import { problemResponse } from './problem-response.js';
 import { declaredLength, drainRequest, hasBody, readBody } from './request-body.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { writeGateResponse } from './write-response.js';

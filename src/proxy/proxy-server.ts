@@ -6,11 +6,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler, GateResponse } from '../engine/index.js';
+import { problemResponse } from '../engine/index.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ForwardHandler } from './forward-handler.js';
-import { problemResponse, writeRawResponse } from './problem-response.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
+import { writeRawResponse } from './write-raw-response.js';
 
 export interface ProxyServerTimeouts {
   /** Time for a client to send a complete request head. Default 30 s. */

@@ -7,9 +7,10 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import type { GateHandler } from '../engine/index.js';
+import { upstreamFailedResponse } from '../engine/index.js';
 import { errorCode, isTimeoutCode } from './classify-failure.js';
 import { resolveRequest } from './forward-handler.js';
-import { upstreamFailedResponse, writeRawResponse } from './problem-response.js';
+import { writeRawResponse } from './write-raw-response.js';
 
 export class UpgradeTunnel {
   readonly #gate: GateHandler;

@@ -10,9 +10,8 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import type { UpstreamRequest, UpstreamResult, UpstreamSender } from '../engine/index.js';
-import { stripHopByHop } from '../engine/index.js';
+import { stripHopByHop, upstreamFailedResponse } from '../engine/index.js';
 import { classifyFailure, errorCode, isTimeoutCode } from './classify-failure.js';
-import { upstreamFailedResponse } from './problem-response.js';
 import { writeGateResponse } from './write-response.js';
 
 export interface UpstreamClientOptions {

@@ -1,0 +1,101 @@
+import type { Tool } from '../policy/index.js';
+import type { DecideResult, OutcomeInput } from '../store/index.js';
+import { sha256Ref } from './canonical-json.js';
+import { extractDestinationRef, readReplayed } from './response-facts.js';
+import type { GateRequest, UpstreamRequest, UpstreamResult } from './types.js';
+import type { VerdictFacts } from './verdict-response.js';
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * The request the gate rebuilds for the destination: the buffered body (the sender sets an
+ * explicit Content-Length), the end-to-end headers, the idempotency header derived from the
+ * operation (never the attempt: every attempt of one operation sends the same key), and Host from
+ * the target authority.
+ */
+export function toUpstream(
+  request: GateRequest,
+  inject: { name: string; value: string } | null,
+): UpstreamRequest {
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(request.headers)) {
+    if (v !== undefined && k !== 'content-length') headers[k] = v;
+  }
+  if (inject !== null) headers[inject.name.toLowerCase()] = inject.value;
+  const defaultPort = request.scheme === 'https' ? 443 : 80;
+  const hostName = request.host.includes(':') ? `[${request.host}]` : request.host;
+  headers['host'] = request.port === defaultPort ? hostName : `${hostName}:${request.port}`;
+  return {
+    scheme: request.scheme,
+    method: request.method,
+    host: request.host,
+    port: request.port,
+    pathAndQuery: request.query === '' ? request.path : `${request.path}?${request.query}`,
+    headers,
+    body:
+      request.body.byteLength === 0 && (request.method === 'GET' || request.method === 'HEAD')
+        ? EMPTY
+        : request.body,
+  };
+}
+
+/** What one dispatch settled: attempt facts and the operation state by the tool's `outcome` contract. */
+export function outcomeOf(
+  sent: UpstreamResult,
+  tool: Tool,
+  allow: Extract<DecideResult, { verdict: 'allow' }>,
+  keyHash: string | null,
+  windowMs: number | null,
+  durationMs: number,
+): OutcomeInput {
+  const base = {
+    operationId: allow.operationId,
+    attemptId: allow.attemptId,
+    decisionId: allow.decisionId,
+    keyHash,
+    windowMs,
+    durationMs,
+  };
+  if (sent.kind === 'failure') {
+    return {
+      ...base,
+      dispatchState: sent.dispatchState,
+      // Nothing left the gate: a definite non-effect. Anything else: nobody knows (never `failed`).
+      operationState: sent.dispatchState === 'not_sent' ? 'failed' : 'unknown',
+      status: null,
+      responseFingerprint: null,
+      destinationRef: null,
+      replayed: null,
+      error: sent.error,
+    };
+  }
+  return {
+    ...base,
+    dispatchState: 'response_received',
+    operationState: tool.outcome.classify(sent.status),
+    status: sent.status,
+    responseFingerprint: sha256Ref(sent.body),
+    destinationRef: extractDestinationRef(tool, sent.body),
+    replayed: readReplayed(tool, sent.headers),
+    error: null,
+  };
+}
+
+/** The gate-made 502/504 when an allowed dispatch got no usable response (DESIGN.md §4.3). */
+export function dispatchFailureFacts(
+  allowed: VerdictFacts,
+  sent: Extract<UpstreamResult, { kind: 'failure' }>,
+  operationState: string,
+): VerdictFacts {
+  const tool = allowed.tool?.id ?? '';
+  return {
+    ...allowed,
+    status: sent.timedOut ? 504 : 502,
+    title: sent.timedOut ? 'Upstream timed out' : 'No usable upstream response',
+    detail:
+      sent.dispatchState === 'not_sent'
+        ? `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
+        : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
+    extra: { dispatch_state: sent.dispatchState, operation_state: operationState },
+  };
+}

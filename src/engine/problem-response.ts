@@ -1,0 +1,94 @@
+/**
+ * RFC 9457 problem responses the gate makes outside a verdict: transport refusals, a store outage,
+ * an upstream that gave no usable response to ungoverned traffic. Shared by both adapters and the
+ * engine so every gate-made error has one shape; verdicts are rendered by `verdict-response.ts`.
+ */
+import type { ErrorCode } from '../errors.js';
+import type { GateResponse } from './types.js';
+
+const encoder = new TextEncoder();
+
+export interface TransportProblemInit {
+  readonly status: number;
+  /** Slug for `urn:effectgate:problem:<slug>`. */
+  readonly problem: string;
+  readonly title: string;
+  readonly detail: string;
+  readonly code?: ErrorCode;
+  /** More body members (e.g. `tool`, `dispatch_state`). */
+  readonly extra?: Readonly<Record<string, unknown>>;
+  /** More response headers (e.g. `retry-after`). */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** An `application/problem+json` response; `message` repeats `detail` for SDKs that read only it. */
+export function problemResponse(init: TransportProblemInit): GateResponse {
+  const body = {
+    type: `urn:effectgate:problem:${init.problem}`,
+    title: init.title,
+    status: init.status,
+    detail: init.detail,
+    message: init.detail,
+    ...(init.code === undefined ? {} : { code: init.code }),
+    ...init.extra,
+  };
+  return {
+    status: init.status,
+    headers: { 'content-type': 'application/problem+json', 'cache-control': 'no-store', ...init.headers },
+    body: encoder.encode(JSON.stringify(body)),
+  };
+}
+
+/** 502, or 504 when the upstream timed out, for traffic the gate relays without governing it. */
+export function upstreamFailedResponse(error: string, timedOut: boolean): GateResponse {
+  return problemResponse({
+    status: timedOut ? 504 : 502,
+    problem: 'upstream_failed',
+    title: timedOut ? 'Upstream timed out' : 'Upstream unreachable',
+    detail: `The destination gave no usable response (${error}).`,
+    code: 'EG_ERR_UPSTREAM_FAILED',
+  });
+}
+
+const TRANSPORT_PROBLEMS = {
+  body_too_large: { status: 413, title: 'Request body too large', code: 'EG_ERR_BODY_TOO_LARGE' },
+  bad_request: { status: 400, title: 'Bad proxy request', code: 'EG_ERR_BAD_REQUEST' },
+  proxy_auth_required: { status: 407, title: 'Proxy authentication required', code: 'EG_ERR_BAD_REQUEST' },
+} as const;
+
+/** A refusal made before the engine can classify (413, 400, 407). */
+export function transportProblem(problem: keyof typeof TRANSPORT_PROBLEMS, detail: string): GateResponse {
+  const p = TRANSPORT_PROBLEMS[problem];
+  return problemResponse({ status: p.status, problem, title: p.title, detail, code: p.code });
+}
+
+/**
+ * Fail closed: without its store the gate cannot tell a first effect from a repeat, so nothing is
+ * sent. JSON-RPC tools get the same facts as a JSON-RPC error, as their clients expect.
+ */
+export function renderStoreUnavailable(
+  tool: { readonly id: string; readonly effect: string; readonly verdict: { readonly protocol: string } },
+  body: unknown,
+): GateResponse {
+  const detail = `The gate cannot reach its store, so it cannot tell whether this ${tool.effect} effect (tool ${tool.id}) was already done. Nothing was sent (fail closed). Try again later.`;
+  const response = problemResponse({
+    status: 503,
+    problem: 'store_unavailable',
+    title: 'Gate store unavailable',
+    detail,
+    code: 'EG_ERR_STORE_UNAVAILABLE',
+    extra: { tool: tool.id },
+    headers: { 'retry-after': '5' },
+  });
+  if (tool.verdict.protocol !== 'jsonrpc') return response;
+  const id =
+    body !== null && typeof body === 'object' ? ((body as Record<string, unknown>)['id'] ?? null) : null;
+  const data = JSON.parse(new TextDecoder().decode(response.body)) as unknown;
+  return {
+    status: 200,
+    headers: { 'content-type': 'application/json', 'retry-after': '5', 'cache-control': 'no-store' },
+    body: encoder.encode(
+      JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32056, message: detail, data } }),
+    ),
+  };
+}
