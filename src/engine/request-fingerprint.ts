@@ -1,32 +1,12 @@
-import { JSONPath } from 'jsonpath-plus';
 import type { CompiledPath, Tool } from '../policy/index.js';
 import type { ArgumentDocument } from './argument-document.js';
 import { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 import type { GateRequest, HeaderMap } from './types.js';
 
-/**
- * Removes every node matched by `paths` from a deep copy of `doc`. Expressions were compiled and
- * checked at load (script evaluation disabled); here they only locate nodes to delete.
- */
+/** A deep copy of `doc` without the nodes `paths` match (volatile and secret fields). */
 export function withoutPaths(doc: ArgumentDocument, paths: readonly CompiledPath[]): unknown {
-  const copy = structuredClone({ path: doc.path, query: doc.query, body: doc.body }) as Record<
-    string,
-    unknown
-  >;
-  for (const p of paths) {
-    const hits = JSONPath({ path: p.expression, json: copy, resultType: 'all', eval: false, wrap: true }) as {
-      parent: unknown;
-      parentProperty: string | number;
-    }[];
-    // Delete from the deepest/last index first so array positions stay valid.
-    for (const hit of hits.reverse()) {
-      const parent = hit.parent;
-      if (Array.isArray(parent) && typeof hit.parentProperty === 'number')
-        parent.splice(hit.parentProperty, 1);
-      else if (parent !== null && typeof parent === 'object')
-        delete (parent as Record<string, unknown>)[hit.parentProperty];
-    }
-  }
+  const copy = structuredClone({ path: doc.path, query: doc.query, body: doc.body });
+  for (const p of paths) p.remove(copy);
   return copy;
 }
 

@@ -154,6 +154,18 @@ export function compileJsonPath(expression: string): CompiledPath {
       if (document === null || typeof document !== 'object') return [];
       return run(path, document);
     },
+    remove(document: unknown): void {
+      if (isRoot || document === null || typeof document !== 'object') return;
+      const hits = trace(path, document);
+      // Last match first, so splicing an array item does not shift the ones still to delete.
+      for (let i = hits.length - 1; i >= 0; i--) {
+        const { parent, parentProperty } = hits[i]!;
+        if (Array.isArray(parent) && typeof parentProperty === 'number') parent.splice(parentProperty, 1);
+        else if (parent !== null && typeof parent === 'object' && typeof parentProperty === 'string') {
+          delete (parent as Record<string, unknown>)[parentProperty];
+        }
+      }
+    },
   };
   return Object.freeze(compiled);
 }
@@ -164,15 +176,16 @@ interface TraceResult {
   readonly parentProperty: unknown;
 }
 
-function run(path: string, json: object): unknown[] {
+function trace(path: string, json: object): TraceResult[] {
   const out: unknown = JSONPath({ path, json, eval: false, wrap: true, resultType: 'all' });
   if (!Array.isArray(out)) return [];
-  const values: unknown[] = [];
-  for (const r of out as TraceResult[]) {
-    // JSON semantics: a string has no members and an array's length is not data, though
-    // jsonpath-plus (which tests Object.hasOwn) would return 'abc'.length or 'abc'[0].
-    if (typeof r.parent === 'string' || (Array.isArray(r.parent) && r.parentProperty === 'length')) continue;
-    values.push(r.value);
-  }
-  return values;
+  // JSON semantics: a string has no members and an array's length is not data, though
+  // jsonpath-plus (which tests Object.hasOwn) would return 'abc'.length or 'abc'[0].
+  return (out as TraceResult[]).filter(
+    (r) => typeof r.parent !== 'string' && !(Array.isArray(r.parent) && r.parentProperty === 'length'),
+  );
+}
+
+function run(path: string, json: object): unknown[] {
+  return trace(path, json).map((r) => r.value);
 }

@@ -20,6 +20,11 @@ export interface SourceLocation {
 export interface CompiledPath {
   readonly expression: string;
   evaluate(document: unknown): unknown[];
+  /**
+   * Deletes every node the path matches from `document`, in place (array items are spliced out).
+   * Used to leave volatile and secret fields out of request fingerprints.
+   */
+  remove(document: unknown): void;
 }
 
 /** The head of a request: everything classification needs except the body. */

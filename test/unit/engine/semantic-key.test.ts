@@ -1,0 +1,120 @@
+import { describe, expect, it } from 'vitest';
+import type { ArgumentDocument } from '../../../src/engine/argument-document.js';
+import { buildArgumentDocument } from '../../../src/engine/argument-document.js';
+import { requestFingerprint } from '../../../src/engine/request-fingerprint.js';
+import { buildSemanticKey } from '../../../src/engine/semantic-key.js';
+import type { GateRequest } from '../../../src/engine/types.js';
+import { parsePolicyFiles, type Tool } from '../../../src/policy/index.js';
+
+const [tool] = parsePolicyFiles([
+  {
+    file: 'k.yaml',
+    text: `
+version: 1
+tools:
+  - id: gh.create_issue
+    match: { hosts: [api.github.com], method: POST, path: "/repos/{owner}/{repo}/issues" }
+    effect: create
+    dedupe: { key: [$.path.owner, $.path.repo, $.body.title, $.body.token], window: 24h }
+    redact: [$.body.token]
+    fingerprint: { ignore: [$.body.trace_id, "$.body.labels[0]"] }
+`,
+  },
+]).tools as [Tool];
+
+const scope = { tenant: 'acme', area: 'support', agent: 'bot' };
+const args = (body: unknown, owner = 'acme'): ArgumentDocument => ({
+  path: { owner, repo: 'api' },
+  query: {},
+  body,
+});
+
+function req(body: unknown): GateRequest {
+  return {
+    scheme: 'https',
+    method: 'POST',
+    host: 'api.github.com',
+    port: 443,
+    path: '/repos/acme/api/issues',
+    query: '',
+    headers: { 'content-type': 'application/json' },
+    body: new TextEncoder().encode(JSON.stringify(body)),
+    context: { run: null, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
+  };
+}
+
+describe('buildSemanticKey', () => {
+  const body = { title: 'Disk full', token: 's3cret', trace_id: 'a' };
+
+  it('is the same for the same declared values whatever else the body carries', () => {
+    const a = buildSemanticKey(tool, scope, args(body));
+    const b = buildSemanticKey(tool, scope, args({ ...body, trace_id: 'b', extra: [1, 2] }));
+    expect(a.ok && b.ok && a.hash === b.hash).toBe(true);
+  });
+
+  it('always includes tenant, area, agent and tool id', () => {
+    const base = buildSemanticKey(tool, scope, args(body));
+    for (const other of [
+      { ...scope, tenant: 'globex' },
+      { ...scope, area: 'billing' },
+      { ...scope, agent: 'bot-2' },
+    ]) {
+      const k = buildSemanticKey(tool, other, args(body));
+      expect(k.ok && base.ok && k.hash !== base.hash).toBe(true);
+    }
+    const otherTool = { ...tool, id: 'gh.create_issue_v2' } as Tool;
+    const t = buildSemanticKey(otherTool, scope, args(body));
+    expect(t.ok && base.ok && t.hash !== base.hash).toBe(true);
+  });
+
+  it('changes when a declared value changes', () => {
+    const a = buildSemanticKey(tool, scope, args(body));
+    const b = buildSemanticKey(tool, scope, args(body, 'other-owner'));
+    expect(a.ok && b.ok && a.hash !== b.hash).toBe(true);
+  });
+
+  it('reports absent paths as missing, never as empty values', () => {
+    const k = buildSemanticKey(tool, scope, args({ token: 'x' }));
+    expect(k).toEqual({ ok: false, missing: ['$.body.title'] });
+    expect(buildSemanticKey(tool, scope, args(undefined))).toEqual({
+      ok: false,
+      missing: ['$.body.title', '$.body.token'],
+    });
+  });
+
+  it('keeps a present null or empty string as a value', () => {
+    expect(buildSemanticKey(tool, scope, args({ title: '', token: null })).ok).toBe(true);
+  });
+
+  it('stores redacted key values only as a fingerprint', () => {
+    const k = buildSemanticKey(tool, scope, args(body));
+    if (!k.ok) throw new Error('expected a key');
+    expect(k.values.slice(0, 3)).toEqual(['acme', 'api', 'Disk full']);
+    expect(k.values[3]).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(JSON.stringify(k.values)).not.toContain('s3cret');
+  });
+});
+
+describe('requestFingerprint', () => {
+  const fp = (body: unknown): string => {
+    const r = req(body);
+    return requestFingerprint(r, tool, buildArgumentDocument(r, { owner: 'acme', repo: 'api' }));
+  };
+
+  it('ignores volatile and secret fields, array items included', () => {
+    const base = fp({ title: 't', token: 'a', trace_id: '1', labels: ['x', 'bug'] });
+    expect(fp({ trace_id: '2', title: 't', token: 'b', labels: ['y', 'bug'] })).toBe(base);
+    expect(fp({ title: 't', labels: ['bug'] })).not.toBe(base);
+  });
+
+  it('changes when a material field changes', () => {
+    expect(fp({ title: 't1' })).not.toBe(fp({ title: 't2' }));
+  });
+
+  it('does not mutate the argument document', () => {
+    const r = req({ title: 't', token: 'a', trace_id: '1' });
+    const doc = buildArgumentDocument(r, { owner: 'acme', repo: 'api' });
+    requestFingerprint(r, tool, doc);
+    expect(doc.body).toEqual({ title: 't', token: 'a', trace_id: '1' });
+  });
+});
