@@ -11,12 +11,15 @@ export interface ArgumentDocument {
   readonly body: unknown;
 }
 
-/** Parses a raw query string; a repeated name becomes an array, in order. */
+/**
+ * Parses a raw query string; a repeated name becomes an array, in order. The result has no
+ * prototype: names like `constructor` or `__proto__` are data, not inherited members.
+ */
 export function parseQuery(raw: string): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
+  const out = Object.create(null) as Record<string, string | string[]>;
   if (raw === '') return out;
   for (const [k, v] of new URLSearchParams(raw)) {
-    const prev = out[k];
+    const prev = Object.hasOwn(out, k) ? out[k] : undefined;
     if (prev === undefined) out[k] = v;
     else if (Array.isArray(prev)) prev.push(v);
     else out[k] = [prev, v];

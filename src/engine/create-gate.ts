@@ -25,15 +25,14 @@ const silent: GateLogger = { info() {}, warn() {}, error() {} };
  *
  * @example
  * import { createGate } from 'effectgate';
- * import { gateInterceptor } from 'effectgate/undici';
- * import { Agent, setGlobalDispatcher } from 'undici';
  *
  * const gate = await createGate({
  *   policies: './policies',
  *   store: 'pglite:./.effectgate',
  *   scope: { tenant: 'acme', area: 'support', agent: 'triage-bot' },
  * });
- * setGlobalDispatcher(new Agent().compose(gateInterceptor(gate, { run: 'run-42' })));
+ * // Any adapter then calls gate.route(head) and gate.handle(request, send); the forward proxy
+ * // (`effectgate proxy`) is one. The in-process undici interceptor is a planned second adapter.
  */
 export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const scope = checkScope(options.scope);

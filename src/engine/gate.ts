@@ -1,9 +1,22 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Classification, Classifier, type PolicySet, type Tool } from '../policy/index.js';
-import { type DecideResult, type Scope, type Store, uuidv7 } from '../store/index.js';
+import { StoreError } from '../errors.js';
+import { Classifier, type PolicySet, type Tool } from '../policy/index.js';
+import {
+  type BlockInput,
+  type DecideResult,
+  type DedupeKeyInput,
+  type Scope,
+  type Store,
+  uuidv7,
+} from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
 import { dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
-import { renderStoreUnavailable, transportProblem, upstreamFailedResponse } from './problem-response.js';
+import {
+  problemResponse,
+  renderStoreUnavailable,
+  transportProblem,
+  upstreamFailedResponse,
+} from './problem-response.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
 import { buildSemanticKey } from './semantic-key.js';
 import type {
@@ -76,31 +89,53 @@ export class Gate implements GateHandler {
   }
 
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
-    const candidates = this.#classifier.candidates(request);
-    const args0 = buildArgumentDocument(request, {});
-    const chosen = this.#classifier.select(candidates, args0.body);
-    if (chosen === null) {
+    let proposal: Proposal | null;
+    try {
+      proposal = this.#propose(request);
+    } catch (err) {
+      // Arguments the gate cannot represent (e.g. JSON nested too deep to canonicalize) are the
+      // client's problem, not a store outage: answer 400 so the agent fixes the call.
+      return transportProblem(
+        'bad_request',
+        `The gate cannot read this request's arguments (${messageOf(err)}). Nothing was sent.`,
+      );
+    }
+    if (proposal === null) {
       // A route matched but no tool's body conditions did: the request is unclassified.
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
       return this.#relay(await send(toUpstream(request, null)), null);
     }
-    const args: ArgumentDocument = { ...args0, path: chosen.params };
     try {
-      return await this.#govern(request, chosen, args, send);
+      return await this.#govern(request, proposal, send);
     } catch (err) {
-      this.#o.logger.error({ err: String(err), tool: chosen.tool.id }, 'store unavailable; failing closed');
-      return renderStoreUnavailable(chosen.tool, args.body);
+      if (err instanceof StoreError) {
+        this.#o.logger.error(
+          { err: err.message, tool: proposal.tool.id },
+          'store unavailable; failing closed',
+        );
+        return renderStoreUnavailable(proposal.tool, proposal.args.body);
+      }
+      this.#o.logger.error({ err: messageOf(err), tool: proposal.tool.id }, 'gate error');
+      return problemResponse({
+        status: 500,
+        problem: 'gate_error',
+        title: 'Gate error',
+        detail: `The gate failed while handling this ${proposal.tool.effect} effect (tool ${proposal.tool.id}). Check its trail before trying again.`,
+      });
     }
   }
 
-  async #govern(
-    request: GateRequest,
-    c: Classification,
-    args: ArgumentDocument,
-    send: UpstreamSender,
-  ): Promise<GateResponse> {
-    const tool = c.tool;
+  /**
+   * Everything about the proposal that needs no store: the tool, its arguments, the trail facts and
+   * the semantic key. Pure and synchronous; throws only on arguments it cannot represent.
+   */
+  #propose(request: GateRequest): Proposal | null {
     const o = this.#o;
+    const args0 = buildArgumentDocument(request, {});
+    const chosen = this.#classifier.select(this.#classifier.candidates(request), args0.body);
+    if (chosen === null) return null;
+    const tool = chosen.tool;
+    const args: ArgumentDocument = { ...args0, path: chosen.params };
     const ctx = request.context;
     const common = {
       runId: ctx.run ?? o.runId,
@@ -116,14 +151,13 @@ export class Gate implements GateHandler {
         method: request.method,
         host: request.host,
         port: request.port,
-        path: request.path,
+        path: redactedPath(request.path, tool, chosen.params),
         route: tool.match.explain(),
         fingerprint: requestFingerprint(request, tool, args),
         authorityRef: authorityRef(request.headers, o.authorityKey),
       },
     };
-
-    let key = null;
+    let key: DedupeKeyInput | null = null;
     let keyError: string | null = null;
     if (tool.dedupe !== null) {
       const k = buildSemanticKey(tool, o.scope, args);
@@ -135,18 +169,29 @@ export class Gate implements GateHandler {
           pendingTtlMs: tool.dedupe.pendingTtlMs,
         };
       } else {
-        keyError = `key_path_missing: ${k.missing.join(', ')}`;
-        if (tool.dedupe.onMissing === 'block') {
-          const r = await o.store.decide({
-            ...common,
-            kind: 'block',
-            decisionId: uuidv7(),
-            reason: keyError,
-          });
-          if (r.verdict === 'allow') throw new Error('store answered allow to a block');
-          return this.#answer(r, tool, args.body, request);
+        keyError = `${k.reason}: ${k.paths.join(', ')}`;
+        // An unrepresentable value is refused whatever on_missing says: letting it through would
+        // govern nothing while claiming to.
+        if (tool.dedupe.onMissing === 'block' || k.reason === 'key_value_invalid') {
+          return { tool, args, common, key: null, keyError, block: true };
         }
       }
+    }
+    return { tool, args, common, key, keyError, block: false };
+  }
+
+  async #govern(request: GateRequest, p: Proposal, send: UpstreamSender): Promise<GateResponse> {
+    const { tool, args, common, key, keyError } = p;
+    const o = this.#o;
+    if (p.block) {
+      const r = await o.store.decide({
+        ...common,
+        kind: 'block',
+        decisionId: uuidv7(),
+        reason: keyError ?? 'blocked',
+      });
+      if (r.verdict === 'allow') throw new Error('store answered allow to a block');
+      return this.#answer(r, tool, args.body, request);
     }
 
     const waitMs = tool.dedupe?.waitMs ?? 0;
@@ -268,4 +313,49 @@ export class Gate implements GateHandler {
   #defaultBlock(head: GateRequestHead): GateResponse {
     return renderVerdict(unclassifiedFacts(head), head.headers, undefined);
   }
+}
+
+type DecideCommon = Omit<BlockInput, 'kind' | 'decisionId' | 'reason'>;
+
+/** A classified, keyed proposal, built before any store round trip. */
+interface Proposal {
+  readonly tool: Tool;
+  readonly args: ArgumentDocument;
+  readonly common: DecideCommon;
+  readonly key: DedupeKeyInput | null;
+  readonly keyError: string | null;
+  /** Refuse (record a `block`): the key cannot be built and the tool does not let it through. */
+  readonly block: boolean;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * The request path as the trail keeps it: a capture the tool declares secret (`redact:
+ * [$.path.name]`, e.g. a webhook token in the URL) is replaced by `{name}`, so the secret never
+ * reaches the append-only store.
+ */
+function redactedPath(path: string, tool: Tool, params: Readonly<Record<string, string>>): string {
+  const secret = new Set<string>();
+  for (const r of tool.redact) {
+    for (const name of Object.keys(params)) {
+      if (r.evaluate({ path: { [name]: params[name] } }).length > 0) secret.add(name);
+    }
+  }
+  if (secret.size === 0) return path;
+  return path
+    .split('/')
+    .map((segment) => {
+      let decoded: string;
+      try {
+        decoded = decodeURIComponent(segment);
+      } catch {
+        return segment;
+      }
+      for (const name of secret) if (params[name] === decoded) return `{${name}}`;
+      return segment;
+    })
+    .join('/');
 }

@@ -5,6 +5,7 @@
  */
 import type { ErrorCode } from '../errors.js';
 import type { GateResponse } from './types.js';
+import { jsonRpcId } from './verdict-response.js';
 
 const encoder = new TextEncoder();
 
@@ -81,14 +82,12 @@ export function renderStoreUnavailable(
     headers: { 'retry-after': '5' },
   });
   if (tool.verdict.protocol !== 'jsonrpc') return response;
-  const id =
-    body !== null && typeof body === 'object' ? ((body as Record<string, unknown>)['id'] ?? null) : null;
   const data = JSON.parse(new TextDecoder().decode(response.body)) as unknown;
   return {
     status: 200,
     headers: { 'content-type': 'application/json', 'retry-after': '5', 'cache-control': 'no-store' },
     body: encoder.encode(
-      JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32056, message: detail, data } }),
+      JSON.stringify({ jsonrpc: '2.0', id: jsonRpcId(body), error: { code: -32056, message: detail, data } }),
     ),
   };
 }

@@ -5,7 +5,46 @@ import { canonicalJson, sha256Ref } from './canonical-json.js';
 
 export type SemanticKey =
   | { readonly ok: true; readonly hash: string; readonly values: readonly unknown[] }
-  | { readonly ok: false; readonly missing: readonly string[] };
+  | {
+      readonly ok: false;
+      readonly reason: 'key_path_missing' | 'key_value_invalid';
+      readonly paths: readonly string[];
+    };
+
+const MAX_KEY_DEPTH = 32;
+
+/**
+ * Why a key value cannot stand for an effect, or `null` when it can. A value must survive the trip
+ * to the store unchanged: integers past 2^53 have already been rounded by JSON.parse (two different
+ * ids would collide into a false duplicate), non-finite numbers have no JSON form, and NUL or lone
+ * surrogates are refused by PostgreSQL's jsonb.
+ */
+export function keyValueProblem(value: unknown, depth = 0): string | null {
+  if (depth > MAX_KEY_DEPTH) return 'nested too deeply';
+  switch (typeof value) {
+    case 'number':
+      if (!Number.isFinite(value)) return 'not a finite number';
+      if (Number.isInteger(value) && !Number.isSafeInteger(value))
+        return 'an integer beyond 2^53 (send it as a string)';
+      return null;
+    case 'string':
+      if (value.includes('\u0000')) return 'contains a NUL character';
+      if (!value.isWellFormed()) return 'contains a lone surrogate';
+      return null;
+    case 'boolean':
+      return null;
+    case 'object': {
+      if (value === null) return null;
+      for (const [k, v] of Object.entries(value)) {
+        const p = keyValueProblem(k, depth + 1) ?? keyValueProblem(v, depth + 1);
+        if (p !== null) return p;
+      }
+      return null;
+    }
+    default:
+      return `of type ${typeof value}`;
+  }
+}
 
 /** Version of the key layout; bump it if the hashed shape ever changes, so old keys never collide. */
 const KEY_LAYOUT = 1;
@@ -26,12 +65,20 @@ export function buildSemanticKey(tool: Tool, scope: Scope, args: ArgumentDocumen
   if (dedupe === null) throw new Error(`tool ${tool.id} has no dedupe block`);
   const values: unknown[] = [];
   const missing: string[] = [];
+  const invalid: string[] = [];
   for (const path of dedupe.key) {
     const found = path.evaluate(args);
-    if (found.length === 0 || found.every((v) => v === undefined)) missing.push(path.expression);
-    else values.push(found.length === 1 ? found[0] : found);
+    if (found.length === 0 || found.every((v) => v === undefined)) {
+      missing.push(path.expression);
+      continue;
+    }
+    const value = found.length === 1 ? found[0] : found;
+    const problem = keyValueProblem(value);
+    if (problem !== null) invalid.push(`${path.expression} is ${problem}`);
+    values.push(value);
   }
-  if (missing.length > 0) return { ok: false, missing };
+  if (missing.length > 0) return { ok: false, reason: 'key_path_missing', paths: missing };
+  if (invalid.length > 0) return { ok: false, reason: 'key_value_invalid', paths: invalid };
   const hash = sha256Ref(
     canonicalJson({
       v: KEY_LAYOUT,

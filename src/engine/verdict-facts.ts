@@ -81,6 +81,19 @@ export function blockFacts(
       extra: { reason: 'key_path_missing', missing: missing.split(', ') },
     };
   }
+  if (reason.startsWith('key_value_invalid')) {
+    const problems = reason.slice(reason.indexOf(':') + 1).trim();
+    return {
+      verdict: 'block',
+      status: 422,
+      title: 'Duplicate key cannot be built',
+      detail: `Tool ${tool.id} cannot recognise a repeated effect from this request: ${problems}. The gate refused it and sent nothing. Fix the value and try again.`,
+      tool,
+      decisionId,
+      operationId: null,
+      extra: { reason: 'key_value_invalid', invalid: problems.split(', ') },
+    };
+  }
   if (reason === 'retry_budget_exhausted') {
     return {
       verdict: 'block',

@@ -93,7 +93,8 @@ function firstHeader(headers: HeaderMap, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-function jsonRpcId(body: unknown): string | number | null {
+/** The `id` of a JSON-RPC request body, or `null` (a notification, or not JSON-RPC). */
+export function jsonRpcId(body: unknown): string | number | null {
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
     const id = (body as Record<string, unknown>)['id'];
     if (typeof id === 'string' || typeof id === 'number') return id;

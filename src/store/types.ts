@@ -1,7 +1,7 @@
 /**
  * The store interface: one implementation (kysely) over PostgreSQL (pg) and embedded PGlite.
  *
- * Hot-path budget (DEVELOPERS.md "the hot path is sacred"): a governed allow costs exactly two
+ * Hot-path budget (the project's "hot path is sacred" rule): a governed allow costs exactly two
  * calls that each make ONE database round trip (`decide`, then `recordOutcome`); a duplicate,
  * halted or block costs one (`decide`). Both are single statements calling PL/pgSQL functions, so
  * the reservation protocol is SQL, atomic and correct across processes, and the events they append

@@ -23,13 +23,16 @@ import { type Kysely, type Migration, sql } from 'kysely';
  */
 
 const TABLES: readonly string[] = [
+  // A run id comes from a client header, so it is only unique inside one scope: keyed by scope,
+  // one tenant's duplicates can never trip another tenant's loop breaker.
   `create table runs (
-    id text primary key,
     tenant text not null,
     area text not null,
     agent text not null,
+    id text not null,
     duplicate_skips int not null default 0,
-    created_at timestamptz not null default now()
+    created_at timestamptz not null default now(),
+    primary key (tenant, area, agent, id)
   )`,
   `create table operations (
     id text primary key,
@@ -280,12 +283,16 @@ declare
   v_events jsonb := '[]'::jsonb;
 begin
   -- (a) The run, and the loop breaker. Read first: the insert (a write) happens once per run.
-  select duplicate_skips into v_skips from runs where id = v_run;
+  select duplicate_skips into v_skips from runs
+    where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area' and agent = p -> 'scope' ->> 'agent'
+      and id = v_run;
   if not found then
     insert into runs (id, tenant, area, agent)
     values (v_run, p -> 'scope' ->> 'tenant', p -> 'scope' ->> 'area', p -> 'scope' ->> 'agent')
-    on conflict (id) do nothing;
-    select duplicate_skips into v_skips from runs where id = v_run;
+    on conflict (tenant, area, agent, id) do nothing;
+    select duplicate_skips into v_skips from runs
+      where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area'
+        and agent = p -> 'scope' ->> 'agent' and id = v_run;
   end if;
   if v_skips >= (p ->> 'maxDuplicateSkips')::int then
     perform eg_append_events(jsonb_build_array(eg_record_decision(p, 'halted',
@@ -389,7 +396,10 @@ begin
     end if;
 
     if v_row.state = 'confirmed' and (v_row.window_ends_at is null or v_row.window_ends_at >= now()) then
-      update runs set duplicate_skips = duplicate_skips + 1 where id = v_run returning duplicate_skips into v_skips;
+      update runs set duplicate_skips = duplicate_skips + 1
+        where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area'
+          and agent = p -> 'scope' ->> 'agent' and id = v_run
+        returning duplicate_skips into v_skips;
       perform eg_append_events(jsonb_build_array(
         eg_record_decision(p, 'duplicate', null, v_row.operation_id, null, v_hash)));
       return jsonb_build_object('verdict', 'duplicate', 'decisionId', v_decision, 'operationId', v_row.operation_id,

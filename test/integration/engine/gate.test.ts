@@ -24,13 +24,17 @@ tools:
     effect: create
     dedupe: { key: [$.body.name], window: 1h, wait: 0s }
     idempotency: { header: Idempotency-Key }
+  - id: t.webhook
+    match: { hosts: [127.0.0.1], method: POST, path: "/hooks/{team}/{secret}" }
+    effect: notify
+    redact: [$.path.secret]
 `,
   },
 ]);
 
 const scopeA = { tenant: 'acme', area: 'support', agent: 'bot' };
 
-function post(upstream: Upstream, name: string, run = 'r1'): GateRequest {
+function post(upstream: Upstream, name: unknown, run = 'r1', rawBody?: string): GateRequest {
   return {
     scheme: 'http',
     method: 'POST',
@@ -39,7 +43,7 @@ function post(upstream: Upstream, name: string, run = 'r1'): GateRequest {
     path: '/items',
     query: '',
     headers: { 'content-type': 'application/json' },
-    body: new TextEncoder().encode(JSON.stringify({ name })),
+    body: new TextEncoder().encode(rawBody ?? JSON.stringify({ name })),
     context: { run, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
   };
 }
@@ -88,6 +92,56 @@ for (const target of storeTargets()) {
       expect((await otherAgent.handle(post(upstream, 'same-name'), client.send)).status).toBe(201);
       expect((await gateB.handle(post(upstream, 'same-name', 'r9'), client.send)).status).toBe(409);
       expect(upstream.requests.filter((r) => r.body.toString().includes('same-name'))).toHaveLength(3);
+    });
+
+    it('keys the loop breaker by scope: a run id shared with another tenant is not halted by its duplicates', async () => {
+      const other = await createGate({ policies, store, scope: { ...scopeA, tenant: 'initech' } });
+      await other.handle(post(upstream, 'loop-x', 'shared-run'), client.send);
+      for (let i = 0; i < 3; i++) await other.handle(post(upstream, 'loop-x', 'shared-run'), client.send);
+      expect((await other.handle(post(upstream, 'loop-y', 'shared-run'), client.send)).status).toBe(429);
+      expect((await gate.handle(post(upstream, 'loop-z', 'shared-run'), client.send)).status).toBe(201);
+    });
+
+    it('refuses key values it cannot represent faithfully (422), without calling them a store outage', async () => {
+      const before = upstream.requests.length;
+      const cases = ['{"name": 9007199254740993}', '{"name": "a\\u0000b"}', '{"name": "\\ud800"}'];
+      for (const raw of cases) {
+        const res = await gate.handle(post(upstream, null, 'r-bad', raw), client.send);
+        expect(res.status, raw).toBe(422);
+        const body = JSON.parse(new TextDecoder().decode(res.body)) as Record<string, unknown>;
+        expect(body).toMatchObject({ verdict: 'block', reason: 'key_value_invalid' });
+      }
+      expect(upstream.requests.length).toBe(before);
+    });
+
+    it('answers arguments it cannot canonicalize (deep nesting, 1e400) with 400, not 503', async () => {
+      const deep = `{"name":"deep","x":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+      for (const raw of [deep, '{"name":"big","x":1e400}']) {
+        const res = await gate.handle(post(upstream, null, 'r-deep', raw), client.send);
+        expect(res.status).toBe(400);
+        expect(new TextDecoder().decode(res.body)).toContain('cannot read this request');
+      }
+    });
+
+    it('treats query names like constructor and __proto__ as data', async () => {
+      const req = {
+        ...post(upstream, 'query-names'),
+        query: 'constructor=1&__proto__=2&__proto__=3&toString=x',
+      };
+      expect((await gate.handle(req, client.send)).status).toBe(201);
+    });
+
+    it('never stores a path capture the tool declares secret', async () => {
+      const req: GateRequest = { ...post(upstream, 'x'), path: '/hooks/T1/XOXB-SUPER-SECRET' };
+      const res = await gate.handle(req, client.send);
+      expect(res.status).toBe(201);
+      expect(upstream.requests.at(-1)?.url).toBe('/hooks/T1/XOXB-SUPER-SECRET');
+      const op = await store.getOperation(res.headers['effectgate-operation'] as string);
+      expect(op?.attempts[0]?.request.path).toBe('/hooks/T1/{secret}');
+      const dump =
+        JSON.stringify(await store.query('select * from attempts')) +
+        JSON.stringify(await store.readEvents(0, 100_000));
+      expect(dump).not.toContain('XOXB-SUPER-SECRET');
     });
 
     it('records the operation, its attempt and the decisions with the semantic key values', async () => {

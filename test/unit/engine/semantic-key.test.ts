@@ -75,11 +75,26 @@ describe('buildSemanticKey', () => {
 
   it('reports absent paths as missing, never as empty values', () => {
     const k = buildSemanticKey(tool, scope, args({ token: 'x' }));
-    expect(k).toEqual({ ok: false, missing: ['$.body.title'] });
+    expect(k).toEqual({ ok: false, reason: 'key_path_missing', paths: ['$.body.title'] });
     expect(buildSemanticKey(tool, scope, args(undefined))).toEqual({
       ok: false,
-      missing: ['$.body.title', '$.body.token'],
+      reason: 'key_path_missing',
+      paths: ['$.body.title', '$.body.token'],
     });
+  });
+
+  it('refuses values that would not survive the store unchanged', () => {
+    for (const title of [
+      2 ** 53 + 2,
+      Number.POSITIVE_INFINITY,
+      'a\u0000b',
+      '\ud800',
+      { deep: [1, 2 ** 60] },
+    ]) {
+      const k = buildSemanticKey(tool, scope, args({ title, token: 't' }));
+      expect(k.ok, String(title)).toBe(false);
+      if (!k.ok) expect(k.reason).toBe('key_value_invalid');
+    }
   });
 
   it('keeps a present null or empty string as a value', () => {
