@@ -1,0 +1,207 @@
+/**
+ * Printing the results: the figures table, the round-trip references, the model ratios and the
+ * targets with met/missed next to each figure.
+ */
+import type { CpuUse } from './cpu-meter.js';
+import type { ScenarioResult } from './load.js';
+import type { ScenarioKind, StoreKind } from './scenarios.js';
+import type { StoreCallTimes } from './store-calls.js';
+import type { RoundTrip } from './stores.js';
+
+export interface BenchRow extends ScenarioResult {
+  readonly kind: ScenarioKind;
+  readonly store: StoreKind;
+  /** CPU cores used during the scenario (warm-up + measured), ours vs the rest of the machine. */
+  readonly cpu: CpuUse | null;
+}
+
+export interface Check {
+  readonly what: string;
+  readonly figure: string;
+  readonly target: string;
+  /** `null` when the figure is missing (scenario skipped). */
+  readonly met: boolean | null;
+  /** Cores other processes used during the scenario, when that is enough to distort it. */
+  readonly disturbedBy: number | null;
+}
+
+const NOISY_CORES = 0.25;
+const disturbance = (row: BenchRow | null): number | null =>
+  row?.cpu && row.cpu.otherCores > NOISY_CORES ? row.cpu.otherCores : null;
+
+export interface RoundTrips {
+  readonly postgres: RoundTrip | null;
+  readonly pglite: RoundTrip | null;
+}
+
+export interface StoreCalls {
+  readonly postgres: StoreCallTimes | null;
+  readonly pglite: StoreCallTimes | null;
+}
+
+const fmt = (n: number, digits = 2): string => (Number.isFinite(n) ? n.toFixed(digits) : '-');
+const fmtRps = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
+
+export function formatTable(rows: readonly BenchRow[]): string {
+  const head = [
+    'scenario',
+    'store',
+    'conns',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'mean ms',
+    'requests',
+    'errors',
+    'cpu ours',
+    'cpu other',
+  ];
+  const body = rows.map((r) => [
+    r.kind === 'allow' ? 'governed allow' : r.kind === 'duplicate' ? 'governed duplicate' : r.kind,
+    r.store === 'none' ? '-' : r.store,
+    String(r.connections),
+    fmtRps(r.rps),
+    fmt(r.p50Ms, 3),
+    fmt(r.p99Ms, 3),
+    fmt(r.meanMs, 3),
+    String(r.requests),
+    String(r.errors),
+    r.cpu === null ? '-' : fmt(r.cpu.oursCores),
+    r.cpu === null ? '-' : fmt(r.cpu.otherCores),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: readonly string[]): string =>
+    cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const sep = widths.map((w) => '-'.repeat(w)).join('  ');
+  const errors = rows
+    .filter((r) => r.firstError !== null)
+    .map((r) => `  first error in ${r.name} @${r.connections}: ${r.firstError}`);
+  const legend =
+    'cpu ours/other: cores used by the benchmark (load generator, proxy, upstream, PostgreSQL) / by anything else on the machine';
+  return [line(head), sep, ...body.map(line), legend, ...errors].join('\n');
+}
+
+export function formatRoundTrips(rt: RoundTrips, calls: StoreCalls): string {
+  const lines = ['store references (sequential, one connection, measured before the load):'];
+  for (const r of [rt.postgres, rt.pglite]) {
+    if (r !== null)
+      lines.push(`  ${r.what}: p50 ${fmt(r.p50Ms, 3)} ms, p99 ${fmt(r.p99Ms, 3)} ms (${r.samples} queries)`);
+  }
+  for (const c of [calls.postgres, calls.pglite]) {
+    if (c === null) continue;
+    lines.push(
+      `  ${c.store} store calls, bare client (p50/p99 ms): decide(allow) ${fmt(c.decideAllowP50Ms, 3)}/${fmt(c.decideAllowP99Ms, 3)}, ` +
+        `recordOutcome ${fmt(c.recordOutcomeP50Ms, 3)}/${fmt(c.recordOutcomeP99Ms, 3)}, ` +
+        `decide(duplicate) ${fmt(c.decideDuplicateP50Ms, 3)}/${fmt(c.decideDuplicateP99Ms, 3)} (${c.samples} each)`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function find(
+  rows: readonly BenchRow[],
+  kind: ScenarioKind,
+  store: StoreKind,
+  conns: number,
+): BenchRow | null {
+  return rows.find((r) => r.kind === kind && r.store === store && r.connections === conns) ?? null;
+}
+
+/** The model ratios: proxy hop over direct, and governed latency over hop + store round trips. */
+export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: StoreCalls): string {
+  const lines = ['ratios:'];
+  for (const c of [1, 32]) {
+    const d = find(rows, 'direct', 'none', c);
+    const u = find(rows, 'ungoverned', 'none', c);
+    if (d && u)
+      lines.push(
+        `  @${c}: ungoverned/direct throughput ${fmt(u.rps / d.rps)}x; proxy hop adds ${fmt(u.p50Ms - d.p50Ms, 3)} ms p50`,
+      );
+  }
+  const u1 = find(rows, 'ungoverned', 'none', 1);
+  for (const store of ['postgres', 'pglite'] as const) {
+    const trip = rt[store];
+    const a = find(rows, 'allow', store, 1);
+    const dup = find(rows, 'duplicate', store, 1);
+    if (!u1 || !trip || !a || !dup) continue;
+    const allowModel = u1.p50Ms + 2 * trip.p50Ms;
+    const dupModel = u1.p50Ms + trip.p50Ms;
+    const unit = store === 'postgres' ? 'round trip' : 'PGlite select-1 cost';
+    lines.push(
+      `  ${store} @1: allow p50 ${fmt(a.p50Ms, 3)} ms vs ungoverned p50 + 2 x ${unit} = ${fmt(allowModel, 3)} ms -> ${fmt(a.p50Ms / allowModel)}x`,
+      `  ${store} @1: duplicate p50 ${fmt(dup.p50Ms, 3)} ms vs ungoverned p50 + 1 x ${unit} = ${fmt(dupModel, 3)} ms -> ${fmt(dup.p50Ms / dupModel)}x`,
+    );
+    const c = calls[store];
+    if (c === null) continue;
+    const allowReal = u1.p50Ms + c.decideAllowP50Ms + c.recordOutcomeP50Ms;
+    const dupReal = u1.p50Ms + c.decideDuplicateP50Ms;
+    lines.push(
+      `  ${store} @1: allow p50 vs ungoverned p50 + real decide + recordOutcome = ${fmt(allowReal, 3)} ms -> ${fmt(a.p50Ms / allowReal)}x (gate adds ${fmt(a.p50Ms - allowReal, 3)} ms beyond hop + store)`,
+      `  ${store} @1: duplicate p50 vs ungoverned p50 + real decide = ${fmt(dupReal, 3)} ms -> ${fmt(dup.p50Ms / dupReal)}x (gate adds ${fmt(dup.p50Ms - dupReal, 3)} ms beyond hop + store)`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export function evaluateTargets(rows: readonly BenchRow[], rt: RoundTrips): Check[] {
+  const checks: Check[] = [];
+  const atLeast = (what: string, row: BenchRow | null, min: number): void => {
+    checks.push({
+      what,
+      figure: row ? `${fmtRps(row.rps)} req/s` : 'skipped',
+      target: `>= ${fmtRps(min)} req/s`,
+      met: row ? row.rps >= min && row.errors === 0 : null,
+      disturbedBy: disturbance(row),
+    });
+  };
+  const latency = (what: string, row: BenchRow | null, bound: number | null, label: string): void => {
+    checks.push({
+      what,
+      figure: row ? `${fmt(row.p50Ms, 3)} ms p50` : 'skipped',
+      target: bound === null ? label : `<= ${fmt(bound, 3)} ms (${label})`,
+      met: row && bound !== null ? row.p50Ms <= bound && row.errors === 0 : null,
+      disturbedBy: disturbance(row),
+    });
+  };
+  atLeast('ungoverned @32', find(rows, 'ungoverned', 'none', 32), 16_000);
+  const u1 = find(rows, 'ungoverned', 'none', 1);
+  const pg = rt.postgres;
+  const hop = u1?.p50Ms ?? null;
+  const allowBound = hop !== null && pg !== null ? 1.15 * (hop + 2 * pg.p50Ms) : null;
+  latency(
+    'governed allow postgres @1',
+    find(rows, 'allow', 'postgres', 1),
+    allowBound,
+    '1.15 x (proxy hop + 2 round trips); spec ~0.9 ms',
+  );
+  latency('governed allow postgres @1 (absolute)', find(rows, 'allow', 'postgres', 1), 0.9, 'spec figure');
+  atLeast('governed allow postgres @32', find(rows, 'allow', 'postgres', 32), 3_400);
+  const dupBound = hop !== null && pg !== null ? 1.15 * (hop + pg.p50Ms) : null;
+  latency(
+    'governed duplicate postgres @1',
+    find(rows, 'duplicate', 'postgres', 1),
+    dupBound,
+    '1.15 x (proxy hop + 1 round trip); spec ~0.55 ms',
+  );
+  latency(
+    'governed duplicate postgres @1 (absolute)',
+    find(rows, 'duplicate', 'postgres', 1),
+    0.55,
+    'spec figure',
+  );
+  atLeast('governed allow pglite @32', find(rows, 'allow', 'pglite', 32), 1_500);
+  atLeast('governed duplicate pglite @32', find(rows, 'duplicate', 'pglite', 32), 1_500);
+  return checks;
+}
+
+export function formatChecks(checks: readonly Check[]): string {
+  const w = Math.max(...checks.map((c) => c.what.length));
+  const f = Math.max(...checks.map((c) => c.figure.length));
+  const lines = checks.map((c) => {
+    const mark = c.met === null ? 'n/a   ' : c.met ? 'MET   ' : 'MISSED';
+    const noisy =
+      c.disturbedBy === null ? '' : `   [disturbed: other processes used ${fmt(c.disturbedBy)} cores]`;
+    return `  ${mark}  ${c.what.padEnd(w)}  ${c.figure.padStart(f)}   target ${c.target}${noisy}`;
+  });
+  return ['targets:', ...lines].join('\n');
+}

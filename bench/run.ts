@@ -1,0 +1,290 @@
+/**
+ * effectgate benchmark: direct vs ungoverned vs governed allow/duplicate on PGlite and PostgreSQL,
+ * at 1 and 32 connections, through the real proxy binary. `npm run bench [-- --json]`.
+ * Settings come from BENCH_* environment variables (bench/settings.ts); see bench/README.md.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import {
+  killAllChildrenNow,
+  type ListeningChild,
+  spawnListening,
+  stopAllChildren,
+  stopChild,
+} from './children.js';
+import { cpuSnapshot, cpuUse } from './cpu-meter.js';
+import { runScenario } from './load.js';
+import {
+  type BenchRow,
+  evaluateTargets,
+  formatChecks,
+  formatRatios,
+  formatRoundTrips,
+  formatTable,
+  type RoundTrips,
+  type StoreCalls,
+} from './report.js';
+import {
+  allowScenario,
+  directScenario,
+  duplicateScenario,
+  primeRequest,
+  type ScenarioKind,
+  type ScenarioSpec,
+  type StoreKind,
+  ungovernedScenario,
+} from './scenarios.js';
+import { type BenchSettings, readSettings } from './settings.js';
+import { measureStoreCalls } from './store-calls.js';
+import {
+  type BenchDatabase,
+  createBenchDatabase,
+  measurePgliteQuery,
+  measurePostgresRoundTrip,
+  pgliteDir,
+} from './stores.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = resolve(ROOT, 'bin/effectgate.js');
+const POLICIES = resolve(ROOT, 'bench/policies');
+const RESULTS = resolve(ROOT, 'bench/results/latest.json');
+const GLOBAL_TIMEOUT_MS = 10 * 60_000;
+
+const cfg = ((): BenchSettings => {
+  try {
+    return readSettings(process.env, process.argv);
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exit(2);
+  }
+})();
+const settings = cfg.load;
+const connectionCounts = cfg.connections;
+const stores = cfg.stores;
+const only = (kind: ScenarioKind): boolean => cfg.scenarios.includes(kind);
+/** A scenario during which other processes used more than this many cores is repeated. */
+const NOISY_CORES = 0.25;
+const runTag = Math.random().toString(36).slice(2, 8);
+
+const cleanups: (() => Promise<void>)[] = [];
+let cleaning: Promise<void> | null = null;
+
+function cleanup(): Promise<void> {
+  cleaning ??= (async (): Promise<void> => {
+    await stopAllChildren();
+    for (const c of cleanups.reverse()) await c().catch((e) => console.error(`bench: cleanup: ${e}`));
+  })();
+  return cleaning;
+}
+
+function abort(why: string, code: number): void {
+  console.error(`bench: ${why}; stopping children and cleaning up`);
+  const hard = setTimeout(() => process.exit(code), 20_000);
+  hard.unref();
+  void cleanup().finally(() => process.exit(code));
+}
+
+process.on('exit', killAllChildrenNow);
+process.once('SIGINT', () => abort('interrupted', 130));
+process.once('SIGTERM', () => abort('terminated', 143));
+const globalTimer = setTimeout(
+  () => abort(`global timeout (${GLOBAL_TIMEOUT_MS / 1000}s)`, 1),
+  GLOBAL_TIMEOUT_MS,
+);
+
+function build(): void {
+  if (!cfg.build) return;
+  const tsc = resolve(ROOT, 'node_modules/typescript/bin/tsc');
+  const r = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status === 0) return;
+  const out = `${r.stdout}${r.stderr}`.trim().split('\n').slice(0, 20).join('\n');
+  if (!existsSync(resolve(ROOT, 'dist/cli/index.js'))) throw new Error(`bench: build failed\n${out}`);
+  console.log(`note: build reported errors (benchmarking whatever dist/ holds):\n${out}`);
+}
+
+function startProxy(store: Exclude<StoreKind, 'none'>, storeUrl: string): Promise<ListeningChild> {
+  const prof =
+    cfg.profileDir === null
+      ? []
+      : [
+          '--cpu-prof',
+          `--cpu-prof-dir=${cfg.profileDir}`,
+          `--cpu-prof-name=proxy-${store}-${runTag}.cpuprofile`,
+        ];
+  return spawnListening({
+    name: `proxy (${store})`,
+    args: [...prof, BIN, 'proxy', '--listen', '127.0.0.1:0', '--policies', POLICIES, '--store', storeUrl],
+    env: { EFFECTGATE_LOG_LEVEL: 'warn' },
+    listening: /listening on http:\/\/127\.0\.0\.1:(\d+)/,
+  });
+}
+
+const rows: BenchRow[] = [];
+
+/** Repeats a scenario while something outside the benchmark used > NOISY_CORES; keeps the quietest. */
+async function measure(spec: ScenarioSpec): Promise<void> {
+  let best: BenchRow | null = null;
+  for (let attempt = 0; attempt <= cfg.noisyRetries; attempt++) {
+    const before = cpuSnapshot();
+    const r = await runScenario(spec, settings);
+    const cpu = cpuUse(before, cpuSnapshot());
+    const row: BenchRow = { ...r, kind: spec.kind, store: spec.store, cpu };
+    const err = r.errors > 0 ? `  ERRORS ${r.errors}` : '';
+    const load =
+      cpu === null ? '' : `, cpu ours ${cpu.oursCores.toFixed(2)} other ${cpu.otherCores.toFixed(2)}`;
+    console.log(
+      `  ${r.name} @${r.connections}: ${Math.round(r.rps)} req/s, p50 ${r.p50Ms.toFixed(3)} ms, p99 ${r.p99Ms.toFixed(3)} ms${load}${err}`,
+    );
+    if (best === null || (cpu?.otherCores ?? 0) < (best.cpu?.otherCores ?? 0)) best = row;
+    if ((cpu?.otherCores ?? 0) <= NOISY_CORES) break;
+    if (attempt < cfg.noisyRetries)
+      console.log(`    (other processes used ${cpu?.otherCores.toFixed(2)} cores: repeating)`);
+  }
+  rows.push(best!);
+}
+
+async function prime(proxyPort: number, upstreamPort: number, title: string): Promise<void> {
+  const pool = new Pool(`http://127.0.0.1:${proxyPort}`, { connections: 1 });
+  try {
+    const res = await pool.request(primeRequest({ proxyPort, upstreamPort, connections: 1 }, runTag, title));
+    const text = await res.body.text();
+    const verdict = res.headers['effectgate-verdict'];
+    if (res.statusCode !== 201 || verdict !== 'allow')
+      throw new Error(`bench: priming the duplicate key got ${res.statusCode} ${verdict}: ${text}`);
+  } finally {
+    await pool.destroy();
+  }
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `effectgate bench: ${availableParallelism()} cpu(s) (${cpus()[0]?.model ?? '?'}), node ${process.version}, ` +
+      `${settings.durationMs / 1000}s measured + ${settings.warmupMs}ms warm-up per scenario, connections ${connectionCounts.join('/')}`,
+  );
+  const loadAtStart = loadavg();
+  console.log(
+    `load average at start: ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} (anything else running skews every figure)`,
+  );
+  build();
+  const upstream = await spawnListening({
+    name: 'upstream',
+    args: ['--import', 'tsx', resolve(ROOT, 'bench/upstream-server.ts')],
+    listening: /upstream listening on 127\.0\.0\.1:(\d+)/,
+  });
+  const notes: string[] = [];
+  let database: BenchDatabase | null = null;
+  if (stores.includes('postgres')) {
+    const made = await createBenchDatabase(cfg.adminUrl);
+    if (made.db === null) {
+      notes.push(`PostgreSQL skipped: ${made.skipped}`);
+      console.log(`note: PostgreSQL skipped: ${made.skipped}`);
+    } else {
+      const db = made.db;
+      database = db;
+      cleanups.push(() => db.drop());
+    }
+  }
+  const roundTrips: RoundTrips = {
+    postgres: database === null ? null : await measurePostgresRoundTrip(database.url),
+    pglite: stores.includes('pglite') ? await measurePgliteQuery() : null,
+  };
+  let calls: StoreCalls = { postgres: null, pglite: null };
+  if (cfg.storeCalls) {
+    const probeDir = stores.includes('pglite') ? await pgliteDir() : null;
+    if (probeDir !== null) cleanups.push(() => probeDir.remove());
+    calls = {
+      postgres: database === null ? null : await measureStoreCalls('postgres', database.url),
+      pglite: probeDir === null ? null : await measureStoreCalls('pglite', `pglite:${probeDir.dir}`),
+    };
+  }
+  console.log(formatRoundTrips(roundTrips, calls));
+
+  if (only('direct')) {
+    console.log('direct (load generator -> upstream):');
+    for (const c of connectionCounts) await measure(directScenario(upstream.port, c));
+  }
+
+  let ungovernedDone = false;
+  for (const store of stores) {
+    let storeUrl: string;
+    if (store === 'postgres') {
+      if (database === null) continue;
+      storeUrl = database.url;
+    } else if (cfg.pgliteMemory) {
+      storeUrl = 'pglite:memory';
+    } else {
+      const tmp = await pgliteDir();
+      cleanups.push(() => tmp.remove());
+      storeUrl = `pglite:${tmp.dir}`;
+    }
+    const proxy = await startProxy(store, storeUrl);
+    console.log(`proxy on ${store} (port ${proxy.port}):`);
+    const at = (connections: number): { proxyPort: number; upstreamPort: number; connections: number } => ({
+      proxyPort: proxy.port,
+      upstreamPort: upstream.port,
+      connections,
+    });
+    if (!ungovernedDone && only('ungoverned')) {
+      for (const c of connectionCounts) await measure(ungovernedScenario(at(c)));
+      ungovernedDone = true;
+    }
+    if (only('allow')) for (const c of connectionCounts) await measure(allowScenario(at(c), store, runTag));
+    if (only('duplicate')) {
+      const title = `bench ${runTag} the duplicate issue`;
+      await prime(proxy.port, upstream.port, title);
+      for (const c of connectionCounts) await measure(duplicateScenario(at(c), store, runTag, title));
+    }
+    const warnings = proxy.stderr().trim();
+    if (warnings !== '') console.log(`proxy (${store}) stderr tail:\n${warnings.slice(-2000)}`);
+    await stopChild(proxy.process);
+  }
+  await stopChild(upstream.process);
+
+  console.log('');
+  console.log(formatTable(rows));
+  console.log('');
+  console.log(formatRoundTrips(roundTrips, calls));
+  console.log(formatRatios(rows, roundTrips, calls));
+  const checks = evaluateTargets(rows, roundTrips);
+  console.log(formatChecks(checks));
+  for (const n of notes) console.log(`note: ${n}`);
+
+  if (cfg.json) {
+    const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
+    const meta = {
+      date: new Date().toISOString(),
+      commit: git.stdout.trim() || null,
+      workingTreeDirty:
+        spawnSync('git', ['status', '--porcelain'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim() !== '',
+      node: process.version,
+      cpus: availableParallelism(),
+      cpuModel: cpus()[0]?.model ?? null,
+      memoryBytes: totalmem(),
+      loadAverageAtStart: loadAtStart,
+      settings,
+      connections: connectionCounts,
+    };
+    await mkdir(resolve(RESULTS, '..'), { recursive: true });
+    await writeFile(
+      RESULTS,
+      `${JSON.stringify({ meta, roundTrips, storeCalls: calls, results: rows, checks, notes }, null, 2)}\n`,
+    );
+    console.log(`results written to ${RESULTS}`);
+  }
+}
+
+main()
+  .then(
+    () => cleanup(),
+    async (err: unknown) => {
+      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+      process.exitCode = 1;
+      await cleanup();
+    },
+  )
+  .finally(() => clearTimeout(globalTimer));

@@ -1,0 +1,73 @@
+/**
+ * Benchmark settings, from the environment:
+ *
+ * - BENCH_SECONDS: measured seconds per scenario (3); BENCH_WARMUP_MS: warm-up per scenario (500);
+ *   BENCH_MAX_REQUESTS: cap on measured requests per scenario (250000).
+ * - BENCH_CONNECTIONS (1,32), BENCH_STORES (pglite,postgres), BENCH_SCENARIOS
+ *   (direct,ungoverned,allow,duplicate): what to run.
+ * - BENCH_PG_URL: loopback admin URL used to create and drop the per-run database
+ *   (postgres://postgres@127.0.0.1:5432/test).
+ * - BENCH_PGLITE=memory: run the proxy on pglite:memory instead of a temporary directory.
+ * - BENCH_STORE_CALLS=0: skip the bare-client store call reference.
+ * - BENCH_NOISY_RETRIES (2): repeat a scenario during which other processes used > 0.25 cores.
+ * - BENCH_CPU_PROF=<dir>: write a .cpuprofile of each proxy child (see bench/profile-summary.ts).
+ * - BENCH_SKIP_BUILD=1: do not run `tsc -p tsconfig.build.json` first.
+ */
+import { resolve } from 'node:path';
+import type { LoadSettings } from './load.js';
+import type { ScenarioKind, StoreKind } from './scenarios.js';
+
+export interface BenchSettings {
+  readonly load: LoadSettings;
+  readonly connections: readonly number[];
+  readonly stores: readonly Exclude<StoreKind, 'none'>[];
+  readonly scenarios: readonly ScenarioKind[];
+  readonly adminUrl: string;
+  readonly pgliteMemory: boolean;
+  readonly storeCalls: boolean;
+  readonly noisyRetries: number;
+  readonly profileDir: string | null;
+  readonly build: boolean;
+  readonly json: boolean;
+}
+
+function positive(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
+  const v = Number(env[name] ?? dflt);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`bench: ${name} must be a positive number`);
+  return v;
+}
+
+function list<T extends string>(value: string | undefined, dflt: string, allowed: readonly T[]): T[] {
+  const items = (value ?? dflt).split(',').map((s) => s.trim());
+  for (const item of items)
+    if (!allowed.includes(item as T)) throw new Error(`bench: "${item}" is not one of ${allowed.join(', ')}`);
+  return items as T[];
+}
+
+export function readSettings(env: NodeJS.ProcessEnv, argv: readonly string[]): BenchSettings {
+  const connections = (env['BENCH_CONNECTIONS'] ?? '1,32').split(',').map(Number);
+  if (connections.some((c) => !Number.isInteger(c) || c < 1 || c > 1024))
+    throw new Error('bench: BENCH_CONNECTIONS must be integers between 1 and 1024');
+  return {
+    load: {
+      warmupMs: positive(env, 'BENCH_WARMUP_MS', 500),
+      durationMs: positive(env, 'BENCH_SECONDS', 3) * 1000,
+      maxRequests: Math.floor(positive(env, 'BENCH_MAX_REQUESTS', 250_000)),
+    },
+    connections,
+    stores: list(env['BENCH_STORES'], 'pglite,postgres', ['pglite', 'postgres'] as const),
+    scenarios: list(env['BENCH_SCENARIOS'], 'direct,ungoverned,allow,duplicate', [
+      'direct',
+      'ungoverned',
+      'allow',
+      'duplicate',
+    ] as const),
+    adminUrl: env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
+    pgliteMemory: env['BENCH_PGLITE'] === 'memory',
+    storeCalls: env['BENCH_STORE_CALLS'] !== '0',
+    noisyRetries: Math.max(0, Math.floor(Number(env['BENCH_NOISY_RETRIES'] ?? 2)) || 0),
+    profileDir: env['BENCH_CPU_PROF'] ? resolve(env['BENCH_CPU_PROF']) : null,
+    build: env['BENCH_SKIP_BUILD'] !== '1',
+    json: argv.includes('--json'),
+  };
+}
