@@ -24,6 +24,15 @@ tools:
     effect: create
     dedupe: { key: [$.body.name], window: 1h, wait: 0s }
     idempotency: { header: Idempotency-Key }
+  - id: mcp.create_ticket
+    match:
+      hosts: [127.0.0.1]
+      method: POST
+      path: /mcp
+      body: { "$.method": tools/call, "$.params.name": create_ticket }
+    effect: create
+    dedupe: { key: [$.body.params.arguments.subject], window: 1h, wait: 0s }
+    verdict: { protocol: jsonrpc }
   - id: t.webhook
     match: { hosts: [127.0.0.1], method: POST, path: "/hooks/{team}/{secret}" }
     effect: notify
@@ -129,6 +138,36 @@ for (const target of storeTargets()) {
         query: 'constructor=1&__proto__=2&__proto__=3&toString=x',
       };
       expect((await gate.handle(req, client.send)).status).toBe(201);
+    });
+
+    it('answers a JSON-RPC tool with a JSON-RPC error carrying the request id; other MCP calls pass', async () => {
+      const call = (id: number, name: string): GateRequest => ({
+        ...post(upstream, null, 'r-mcp'),
+        path: '/mcp',
+        body: new TextEncoder().encode(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id,
+            method: 'tools/call',
+            params: { name, arguments: { subject: 'VPN down' } },
+          }),
+        ),
+      });
+      expect((await gate.handle(call(1, 'create_ticket'), client.send)).status).toBe(201);
+      const dup = await gate.handle(call(2, 'create_ticket'), client.send);
+      expect(dup.status).toBe(200);
+      expect(dup.headers['effectgate-verdict']).toBe('duplicate');
+      const rpc = JSON.parse(new TextDecoder().decode(dup.body)) as {
+        id: number;
+        error: { message: string; data: Record<string, unknown> };
+      };
+      expect(rpc.id).toBe(2);
+      expect(rpc.error.message).toContain('already carried out');
+      expect(rpc.error.data).toMatchObject({ verdict: 'duplicate', tool: 'mcp.create_ticket' });
+      // A different MCP tool on the same endpoint matches no classification: relayed ungoverned.
+      const other = await gate.handle(call(3, 'search_tickets'), client.send);
+      expect(other.headers['effectgate-verdict']).toBeUndefined();
+      expect(other.status).toBe(201);
     });
 
     it('never stores a path capture the tool declares secret', async () => {
