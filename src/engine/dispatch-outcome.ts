@@ -1,6 +1,7 @@
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
 import { sha256Ref } from './canonical-json.js';
+import { formatAuthority } from './normalize-head.js';
 import { extractDestinationRef, readReplayed } from './response-facts.js';
 import type { GateRequest, UpstreamRequest, UpstreamResult } from './types.js';
 import type { VerdictFacts } from './verdict-response.js';
@@ -16,16 +17,16 @@ const EMPTY = new Uint8Array(0);
 export function toUpstream(
   request: GateRequest,
   inject: { name: string; value: string } | null,
+  deadlineMs?: number,
 ): UpstreamRequest {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(request.headers)) {
     if (v !== undefined && k !== 'content-length') headers[k] = v;
   }
   if (inject !== null) headers[inject.name.toLowerCase()] = inject.value;
-  const defaultPort = request.scheme === 'https' ? 443 : 80;
-  const hostName = request.host.includes(':') ? `[${request.host}]` : request.host;
-  headers['host'] = request.port === defaultPort ? hostName : `${hostName}:${request.port}`;
+  headers['host'] = formatAuthority(request.host, request.port, request.scheme === 'https' ? 443 : 80);
   return {
+    ...(deadlineMs === undefined ? {} : { deadlineMs }),
     scheme: request.scheme,
     method: request.method,
     host: request.host,
@@ -98,4 +99,13 @@ export function dispatchFailureFacts(
         : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
     extra: { dispatch_state: sent.dispatchState, operation_state: operationState },
   };
+}
+
+/**
+ * How long an allowed dispatch may take before the gate gives up on it (outcome `unknown`): under
+ * the key's pending_ttl, so a reservation can never expire, and be taken over by another run,
+ * while its own request is still in flight. A tenth of the TTL is left for recording the outcome.
+ */
+export function dispatchDeadlineMs(tool: Tool): number | undefined {
+  return tool.dedupe === null ? undefined : Math.max(1, Math.floor(tool.dedupe.pendingTtlMs * 0.9));
 }

@@ -10,7 +10,7 @@ import {
   uuidv7,
 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
-import { dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
+import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
 import {
   problemResponse,
   renderStoreUnavailable,
@@ -78,6 +78,11 @@ export class Gate implements GateHandler {
   }
 
   route(head: GateRequestHead): RouteDecision {
+    // A CONNECT names only an authority: a host some tool names may carry governed requests, which
+    // the proxy then routes one by one inside the tunnel (DESIGN.md §4.2).
+    if (head.method === 'CONNECT' && this.#classifier.mayGovern(head.host)) {
+      return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
+    }
     const candidates = this.#classifier.candidates(head);
     if (candidates.length > 0) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     if (this.#o.policies.default === 'block') return { kind: 'refuse', response: this.#defaultBlock(head) };
@@ -231,6 +236,7 @@ export class Gate implements GateHandler {
     const upstream = toUpstream(
       request,
       tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
+      dispatchDeadlineMs(tool),
     );
     const started = performance.now();
     const sent = await send(upstream);

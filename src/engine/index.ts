@@ -3,6 +3,7 @@ export { type CreateGateOptions, createGate } from './create-gate.js';
 export { Gate, type GateLogger, type GateOptions } from './gate.js';
 export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
 export {
+  formatAuthority,
   MAX_CONTEXT_VALUE_LENGTH,
   normalizeHead,
   normalizeHost,

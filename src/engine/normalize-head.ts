@@ -27,11 +27,12 @@ const PROXY_PREFIX = 'proxy-';
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
 /**
- * Normalizes a request head: upper-case method, lower-case host without IPv6 brackets, path and
- * query split, and only end-to-end headers kept. Removed: hop-by-hop fields and those named in
- * `Connection`/`Proxy-Connection` (RFC 9110 §7.6.1), `Host` (RFC 9112 §3.2.2: a proxy replaces it
- * with the target URI's authority), every `Proxy-*` field (addressed to the gate, RFC 9110 §11.7),
- * and every `Effectgate-*` field after the context ones have been read (DESIGN.md §4.2).
+ * Normalizes a request head: upper-case method, lower-case host without IPv6 brackets or a trailing
+ * dot, path normalized (`normalizePath`) and split from the query, and only end-to-end headers
+ * kept. Removed: hop-by-hop fields and those named in `Connection`/`Proxy-Connection` (RFC 9110
+ * §7.6.1), `Host` (RFC 9112 §3.2.2: a proxy replaces it with the target URI's authority), every
+ * `Proxy-*` field (addressed to the gate, RFC 9110 §11.7), and every `Effectgate-*` field after the
+ * context ones have been read (DESIGN.md §4.2).
  */
 export function normalizeHead(raw: RawRequestHead): GateRequestHead {
   const named = connectionNamedHeaders(raw.headers);
@@ -64,18 +65,72 @@ export function normalizeHead(raw: RawRequestHead): GateRequestHead {
     method: raw.method.toUpperCase(),
     host: normalizeHost(raw.host),
     port: raw.port,
-    path,
+    path: normalizePath(path),
     query,
     headers,
     context: toContext(context),
   };
 }
 
-/** Lower-case host; an IPv6 literal loses its brackets. */
+/**
+ * Lower-case host; an IPv6 literal loses its brackets; one trailing dot goes (`api.github.com.` is
+ * the same fully qualified name as `api.github.com`, and a policy naming the latter must see it).
+ */
 export function normalizeHost(host: string): string {
   const lower = host.toLowerCase();
   if (lower.startsWith('[') && lower.endsWith(']')) return lower.slice(1, -1);
-  return lower;
+  return lower.length > 1 && lower.endsWith('.') ? lower.slice(0, -1) : lower;
+}
+
+/**
+ * `host[:port]` for a URL or a Host header: an IPv6 literal gets its brackets back, and the port is
+ * left out when it equals `defaultPort`.
+ */
+export function formatAuthority(host: string, port: number, defaultPort?: number): string {
+  const name = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return port === defaultPort ? name : `${name}:${port}`;
+}
+
+const PERCENT_ENCODED = /%([0-9A-Fa-f]{2})/g;
+const UNRESERVED = /^[A-Za-z0-9._~-]$/;
+
+/**
+ * RFC 3986 §6.2.2 syntax-based normalization of a path, in the RFC's order: percent-encoded
+ * unreserved characters (ALPHA DIGIT - . _ ~) are decoded, the hex digits of every other `%xx` are
+ * upper-cased, then dot segments are removed (§5.2.4). Everything else is kept byte for byte: `%2F`
+ * stays encoded (it is data, not a separator), invalid `%` sequences are left alone.
+ *
+ * The result is both what is classified AND what is forwarded upstream, governed or not: were the
+ * gate to classify one spelling and forward another, an agent could dodge a tool by writing
+ * `/repos/a/b/%69ssues` or `/repos/a/b/x/../issues`, which the destination resolves to the very
+ * route the tool governs.
+ */
+export function normalizePath(path: string): string {
+  const decoded = path.includes('%') ? path.replace(PERCENT_ENCODED, decodeUnreserved) : path;
+  return decoded.includes('.') ? removeDotSegments(decoded) : decoded;
+}
+
+function decodeUnreserved(match: string, hex: string): string {
+  const char = String.fromCharCode(Number.parseInt(hex, 16));
+  return UNRESERVED.test(char) ? char : match.toUpperCase();
+}
+
+/** RFC 3986 §5.2.4, on whole segments. */
+function removeDotSegments(path: string): string {
+  const segments = path.split('/');
+  const out: string[] = [];
+  for (let i = 0; i < segments.length; i++) {
+    const segment = segments[i]!;
+    const last = i === segments.length - 1;
+    if (segment === '.' || segment === '..') {
+      if (segment === '..' && out.length > 1) out.pop();
+      // A final dot segment leaves the directory it names: `/a/b/..` → `/a/`.
+      if (last) out.push('');
+      continue;
+    }
+    out.push(segment);
+  }
+  return out.join('/');
 }
 
 function splitTarget(pathAndQuery: string): { path: string; query: string } {

@@ -26,7 +26,7 @@ export interface GateRequestHead {
   /** Lower-case host name; IPv6 literal without brackets. */
   readonly host: string;
   readonly port: number;
-  /** Path without query, as sent. */
+  /** Path without query, normalized (RFC 3986 §6.2.2: unreserved %xx decoded, dot segments removed). */
   readonly path: string;
   /** Raw query string without `?`, `''` when none. */
   readonly query: string;
@@ -50,6 +50,12 @@ export interface UpstreamRequest {
   readonly pathAndQuery: string;
   readonly headers: Record<string, string | string[]>;
   readonly body: Uint8Array;
+  /**
+   * Abort the whole exchange after this many ms (the engine passes less than the key's
+   * pending_ttl, so a reservation can never expire while its dispatch is still in flight); the
+   * failure is `sent_no_response` with timedOut true unless nothing was sent yet.
+   */
+  readonly deadlineMs?: number;
 }
 
 export type UpstreamResult =

@@ -1,19 +1,23 @@
 /**
- * CONNECT handling (RFC 9110 §9.3.6): opens a TCP connection to `host:port` and relays bytes both
- * ways without looking at them.
+ * CONNECT handling (RFC 9110 §9.3.6). A tunnel is egress like any other request, so it goes
+ * through the gate as well:
  *
- * Seam for TLS interception of governed hosts (DESIGN.md §4.2): `handle()` decides what to do with
- * an accepted tunnel in one place (`#open`); an interceptor will answer `200` itself, peek at the
- * first byte (TLS or plain HTTP) and serve the inner requests through the forward handler instead
- * of relaying them.
+ * 1. Before anything is connected, the gate routes a head for the authority (method `CONNECT`,
+ *    path `/`); a refusal (`default: block`) is answered on the raw socket.
+ * 2. Once the tunnel is up, the client's first bytes say what it carries (DESIGN.md §4.2). A TLS
+ *    handshake is relayed byte for byte. Anything else is plain HTTP/1.1 (undici's `ProxyAgent`
+ *    and `EnvHttpProxyAgent` tunnel `http://` URLs by default): it is served by the proxy's own
+ *    node:http server, where the `ForwardHandler` targets the tunnel's authority, so each request
+ *    is routed and governed exactly like an absolute-form one.
  */
 import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler } from '../engine/index.js';
-import { normalizeHost, problemResponse, upstreamFailedResponse } from '../engine/index.js';
-import { errorCode } from './classify-failure.js';
-import { parseAuthority } from './parse-target.js';
+import { normalizeHead, normalizeHost, problemResponse, upstreamFailedResponse } from '../engine/index.js';
+import { errorCode, isTimeoutCode } from './classify-failure.js';
+import { type Authority, parseAuthority } from './parse-target.js';
+import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
 
 export interface ConnectTunnelOptions {
@@ -22,27 +26,45 @@ export interface ConnectTunnelOptions {
   readonly allowPorts: readonly number[];
   /** How long to wait for the destination's TCP handshake. */
   readonly connectTimeoutMs: number;
+  /** Where a tunnel carrying plain HTTP is recorded with its authority. */
+  readonly tunnels: TunnelSockets;
+  /** Serves plain HTTP/1.1 read from `socket` (the proxy's own node:http server). */
+  readonly serveHttp: (socket: Duplex) => void;
 }
 
 export const DEFAULT_CONNECT_PORTS: readonly number[] = [443, 80];
 
 const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 
+/** First byte of a TLS record carrying a handshake (RFC 8446 §5.1, ContentType handshake = 22). */
+const TLS_HANDSHAKE = 0x16;
+
+type TunnelState = 'connecting' | 'peeking' | 'relaying' | 'serving';
+
 export class ConnectTunnel {
   readonly #gate: GateHandler;
   readonly #allowPorts: ReadonlySet<number>;
   readonly #connectTimeoutMs: number;
+  readonly #tunnels: TunnelSockets;
+  readonly #serveHttp: (socket: Duplex) => void;
 
   constructor(options: ConnectTunnelOptions) {
     this.#gate = options.gate;
     this.#allowPorts = new Set(options.allowPorts);
     this.#connectTimeoutMs = options.connectTimeoutMs;
+    this.#tunnels = options.tunnels;
+    this.#serveHttp = options.serveHttp;
   }
 
   /** The server's `connect` listener: `client` is the raw client socket, `head` bytes already read. */
   handle(req: IncomingMessage, client: Duplex, head: Buffer): void {
     // node:http removed its own error listener when it handed the socket over.
     client.on('error', () => client.destroy());
+    if (this.#tunnels.authorityOf(client) !== undefined) {
+      const detail = 'CONNECT is not accepted inside a CONNECT tunnel.';
+      writeRawResponse(client, this.#gate.refuse(null, 'bad_request', detail));
+      return;
+    }
     const parsed = parseAuthority(req.url ?? '', null);
     if (!parsed.ok) {
       writeRawResponse(client, this.#gate.refuse(null, 'bad_request', parsed.reason));
@@ -62,17 +84,41 @@ export class ConnectTunnel {
       );
       return;
     }
-    this.#open(client, head, normalizeHost(host), port);
+    // No tool's method is CONNECT, so this head never routes to `govern`; what matters is
+    // `refuse` (a `default: block` policy): nothing is connected. Otherwise the tunnel opens and
+    // whatever plain HTTP it carries is routed request by request.
+    const decision = this.#gate.route(
+      normalizeHead({
+        scheme: port === 443 ? 'https' : 'http',
+        method: 'CONNECT',
+        host,
+        port,
+        pathAndQuery: '/',
+        headers: req.headers,
+      }),
+    );
+    if (decision.kind === 'refuse') {
+      writeRawResponse(client, decision.response);
+      return;
+    }
+    this.#open(client, head, { host: normalizeHost(host), port });
   }
 
-  #open(client: Duplex, head: Buffer, host: string, port: number): void {
-    const upstream: Socket = connect({ host, port });
-    let established = false;
+  /**
+   * Connects first, so an unreachable destination is still answered with a 502 instead of a
+   * tunnel that dies. A tunnel that turns out to carry plain HTTP drops this connection again: its
+   * requests are dispatched by the forward handler's pools.
+   */
+  #open(client: Duplex, head: Buffer, authority: Authority): void {
+    const upstream: Socket = connect({ host: authority.host, port: authority.port });
+    let state: TunnelState = 'connecting';
     upstream.setTimeout(this.#connectTimeoutMs, () => {
-      if (!established) upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' }));
+      if (state === 'connecting') {
+        upstream.destroy(Object.assign(new Error('connect timeout'), { code: 'ETIMEDOUT' }));
+      }
     });
     upstream.once('connect', () => {
-      established = true;
+      state = 'peeking';
       upstream.setTimeout(0);
       upstream.setNoDelay(true);
       if (client.destroyed) {
@@ -80,23 +126,30 @@ export class ConnectTunnel {
         return;
       }
       client.write(ESTABLISHED);
-      if (head.length > 0) upstream.write(head);
-      client.pipe(upstream);
-      upstream.pipe(client);
+      this.#peek(client, head, upstream, (carries) => {
+        state = carries;
+        if (carries === 'relaying') {
+          relay(client, upstream);
+          return;
+        }
+        upstream.destroy();
+        this.#tunnels.add(client, authority);
+        this.#serveHttp(client);
+      });
     });
     upstream.on('error', (err) => {
-      if (established) {
+      if (state === 'connecting') {
+        const code = errorCode(err);
+        writeRawResponse(client, upstreamFailedResponse(code, isTimeoutCode(code)));
+      } else if (state !== 'serving') {
         client.destroy();
-        return;
       }
-      const code = errorCode(err);
-      writeRawResponse(client, upstreamFailedResponse(code, code === 'ETIMEDOUT'));
     });
     // Whichever side goes away first takes the other with it; a clean end was already relayed by
     // pipe() (half-close), so only what is left gets cut.
     client.once('close', () => upstream.destroy());
     upstream.once('close', () => {
-      if (!established) return;
+      if (state === 'connecting' || state === 'serving') return;
       if (client.writableEnded) {
         client.once('finish', () => client.destroy());
         if (client.writableFinished) client.destroy();
@@ -105,4 +158,65 @@ export class ConnectTunnel {
       }
     });
   }
+
+  /**
+   * Waits for the first bytes of the tunnel (the bytes sent with the CONNECT head count) and puts
+   * them back (`unshift`) for whoever reads the stream next, then says what the tunnel carries.
+   * HTTP is client-first: a destination that speaks first (SMTP, MySQL on an allowed port) is
+   * not an HTTP server, and its tunnel is relayed.
+   */
+  #peek(
+    client: Duplex,
+    head: Buffer,
+    upstream: Socket,
+    decide: (carries: 'relaying' | 'serving') => void,
+  ): void {
+    if (head.length > 0) {
+      client.unshift(head);
+      decide(this.#carries(head));
+      return;
+    }
+    const stop = (): void => {
+      client.off('data', onClient);
+      client.off('end', onClientEnd);
+      upstream.off('data', onUpstream);
+      client.pause();
+      upstream.pause();
+    };
+    const onClient = (chunk: Buffer): void => {
+      stop();
+      client.unshift(chunk);
+      decide(this.#carries(chunk));
+    };
+    const onUpstream = (chunk: Buffer): void => {
+      stop();
+      upstream.unshift(chunk);
+      decide('relaying');
+    };
+    // Closed without a single byte: there is nothing to relay nor to serve.
+    const onClientEnd = (): void => {
+      stop();
+      client.destroy();
+    };
+    client.on('data', onClient);
+    client.once('end', onClientEnd);
+    upstream.on('data', onUpstream);
+  }
+
+  #carries(first: Buffer): 'relaying' | 'serving' {
+    if (first[0] === TLS_HANDSHAKE) {
+      // TLS is relayed byte for byte, unread: HTTPS to governed hosts is NOT governed yet. HTTPS
+      // interception (a later issue) goes here and only here: for a host the gate governs,
+      // terminate TLS with the local CA and serve the decrypted stream like plain HTTP below
+      // (scheme https); every other TLS tunnel keeps being relayed.
+      return 'relaying';
+    }
+    return 'serving';
+  }
+}
+
+/** Byte-for-byte relay both ways, with backpressure and half-close. */
+function relay(client: Duplex, upstream: Socket): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
 }

@@ -1,28 +1,40 @@
 /**
- * Per-request logic of the forward proxy for absolute-form requests (`GET http://host/path`).
+ * Per-request logic of the forward proxy: absolute-form requests (`GET http://host/path`) and
+ * origin-form requests read inside a CONNECT tunnel (whose target is the tunnel's authority).
  * A thin adapter: the `GateHandler` decides; this translates node:http to and from its shapes.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GateHandler, GateRequestHead, GateResponse } from '../engine/index.js';
 import { normalizeHead, problemResponse } from '../engine/index.js';
-import { type AbsoluteTarget, parseAbsoluteTarget } from './parse-target.js';
+import { type Authority, parseAbsoluteTarget, parseTunnelTarget } from './parse-target.js';
 import { declaredLength, drainRequest, hasBody, readBody } from './request-body.js';
+import type { TunnelSockets } from './tunnel-sockets.js';
 import type { UpstreamClient } from './upstream-client.js';
 import { writeGateResponse } from './write-response.js';
 
 export interface ForwardHandlerOptions {
   readonly gate: GateHandler;
   readonly upstream: UpstreamClient;
+  /** Sockets that are CONNECT tunnels carrying plain HTTP. */
+  readonly tunnels: TunnelSockets;
 }
 
-/** The target and normalized head of a proxied request, or the refusal to send instead. */
+/**
+ * The normalized head of a proxied request and the target to forward (the normalized path plus
+ * the query as sent), or the refusal to send instead.
+ */
 export type ResolvedRequest =
-  | { readonly ok: true; readonly target: AbsoluteTarget; readonly head: GateRequestHead }
+  | { readonly ok: true; readonly head: GateRequestHead; readonly pathAndQuery: string }
   | { readonly ok: false; readonly response: GateResponse };
 
-/** Parses the absolute-form target and normalizes the head; shared with the upgrade path. */
-export function resolveRequest(gate: GateHandler, req: IncomingMessage): ResolvedRequest {
-  const parsed = parseAbsoluteTarget(req.url ?? '');
+/**
+ * Parses the target (absolute-form, or any form inside the CONNECT tunnel to `tunnel`) and
+ * normalizes the head; shared with the upgrade path.
+ */
+export function resolveRequest(gate: GateHandler, req: IncomingMessage, tunnel?: Authority): ResolvedRequest {
+  const url = req.url ?? '';
+  const parsed =
+    tunnel === undefined ? parseAbsoluteTarget(url) : parseTunnelTarget(url, tunnel, req.headers.host);
   if (!parsed.ok) return { ok: false, response: gate.refuse(null, 'bad_request', parsed.reason) };
   const target = parsed.value;
   if (target.scheme === 'https') {
@@ -38,16 +50,21 @@ export function resolveRequest(gate: GateHandler, req: IncomingMessage): Resolve
     pathAndQuery: target.pathAndQuery,
     headers: req.headers,
   });
-  return { ok: true, target, head };
+  // The destination gets the path the gate classified (see `normalizePath`), never the raw one.
+  const q = target.pathAndQuery.indexOf('?');
+  const pathAndQuery = q === -1 ? head.path : `${head.path}${target.pathAndQuery.slice(q)}`;
+  return { ok: true, head, pathAndQuery };
 }
 
 export class ForwardHandler {
   readonly #gate: GateHandler;
   readonly #upstream: UpstreamClient;
+  readonly #tunnels: TunnelSockets;
 
   constructor(options: ForwardHandlerOptions) {
     this.#gate = options.gate;
     this.#upstream = options.upstream;
+    this.#tunnels = options.tunnels;
   }
 
   /**
@@ -73,12 +90,12 @@ export class ForwardHandler {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
-    const resolved = resolveRequest(this.#gate, req);
+    const resolved = resolveRequest(this.#gate, req, this.#tunnels.authorityOf(req.socket));
     if (!resolved.ok) {
       this.#refuse(req, res, resolved.response);
       return;
     }
-    const { target, head } = resolved;
+    const { head, pathAndQuery } = resolved;
     const decision = this.#gate.route(head);
     switch (decision.kind) {
       case 'refuse':
@@ -88,12 +105,13 @@ export class ForwardHandler {
         if (expectContinue) res.writeContinue();
         await this.#upstream.stream(
           {
-            scheme: target.scheme,
+            scheme: head.scheme,
             method: req.method ?? head.method,
             host: head.host,
             port: head.port,
-            pathAndQuery: target.pathAndQuery,
-            headers: definedHeaders(head.headers),
+            pathAndQuery,
+            // normalizeHead's copy, sent as is: the ungoverned path copies the header map once.
+            headers: head.headers,
             body: hasBody(req) ? req : null,
           },
           res,
@@ -138,10 +156,4 @@ export class ForwardHandler {
     writeGateResponse(res, response, req.method ?? 'GET');
     drainRequest(req);
   }
-}
-
-function definedHeaders(headers: GateRequestHead['headers']): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name] = value;
-  return out;
 }

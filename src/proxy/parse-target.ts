@@ -1,8 +1,9 @@
 /**
  * Request-target parsing for a forward proxy (RFC 9112 §3.2): absolute-form for ordinary requests,
- * authority-form for CONNECT. The path is kept exactly as sent (no dot-segment removal, no
- * re-encoding) because pass-through traffic must reach the upstream untouched.
+ * authority-form for CONNECT, origin-form inside a CONNECT tunnel. The path is kept exactly as
+ * sent here; `normalizeHead` normalizes it (RFC 3986 §6.2.2) for classification and forwarding.
  */
+import { formatAuthority, normalizeHost } from '../engine/index.js';
 
 export interface Authority {
   /** Host name as the URL parser canonicalizes it (lower-case, IDNA); IPv6 keeps brackets. */
@@ -21,6 +22,7 @@ export type ParseResult<T> =
   | { readonly ok: false; readonly reason: string };
 
 const ABSOLUTE_FORM = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^#]*)/;
+const SCHEME_PREFIX = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
 const DEFAULT_PORTS = { http: 80, https: 443 } as const;
 
 export function parseAbsoluteTarget(target: string): ParseResult<AbsoluteTarget> {
@@ -75,4 +77,48 @@ export function parseAuthority(authority: string, defaultPort: number | null): P
     return { ok: false, reason: `The request target authority ${JSON.stringify(authority)} is not valid.` };
   }
   return { ok: true, value: { host: url.hostname, port } };
+}
+
+/**
+ * The target of a plain-HTTP request read inside a CONNECT tunnel to `tunnel`. The CONNECT
+ * authority is what the client asked the proxy for, so it is the target: origin-form (`/path`, the
+ * usual shape) goes to it, and a `Host` naming anything else is refused rather than obeyed (the
+ * client and the proxy would disagree about the destination). Absolute-form is accepted when it
+ * names the tunnel's own authority; its `Host` is ignored as for any absolute-form request.
+ */
+export function parseTunnelTarget(
+  target: string,
+  tunnel: Authority,
+  host: string | undefined,
+): ParseResult<AbsoluteTarget> {
+  const name = formatAuthority(tunnel.host, tunnel.port);
+  if (SCHEME_PREFIX.test(target)) {
+    const absolute = parseAbsoluteTarget(target);
+    if (absolute.ok && !sameAuthority(absolute.value, tunnel)) {
+      return {
+        ok: false,
+        reason: `This tunnel was opened to ${name}; it cannot carry a request for ${target}.`,
+      };
+    }
+    return absolute;
+  }
+  if (!target.startsWith('/')) {
+    return { ok: false, reason: `Requests inside the tunnel to ${name} must use origin-form (/path).` };
+  }
+  if (host !== undefined) {
+    const given = parseAuthority(host, DEFAULT_PORTS.http);
+    if (!given.ok || !sameAuthority(given.value, tunnel)) {
+      return {
+        ok: false,
+        reason: `This tunnel was opened to ${name}; the request's Host ${JSON.stringify(host)} names another destination.`,
+      };
+    }
+  }
+  const hash = target.indexOf('#');
+  const pathAndQuery = hash === -1 ? target : target.slice(0, hash);
+  return { ok: true, value: { scheme: 'http', host: tunnel.host, port: tunnel.port, pathAndQuery } };
+}
+
+function sameAuthority(a: Authority, b: Authority): boolean {
+  return a.port === b.port && normalizeHost(a.host) === normalizeHost(b.host);
 }

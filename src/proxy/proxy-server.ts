@@ -1,6 +1,7 @@
 /**
  * The forward proxy's node:http front: wiring only. Requests go to the `ForwardHandler`, CONNECT to
- * the `ConnectTunnel`, upgrades to the `UpgradeTunnel`; verdicts come from the `GateHandler`.
+ * the `ConnectTunnel`, upgrades to the `UpgradeTunnel`; verdicts come from the `GateHandler`. A
+ * CONNECT tunnel carrying plain HTTP comes back to this same server as a new connection.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -9,6 +10,7 @@ import type { GateHandler, GateResponse } from '../engine/index.js';
 import { problemResponse } from '../engine/index.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ForwardHandler } from './forward-handler.js';
+import { TunnelSockets } from './tunnel-sockets.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
 import { writeRawResponse } from './write-raw-response.js';
@@ -42,13 +44,8 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const { gate } = options;
   const upstream = createUpstreamClient(options.upstream);
-  const forward = new ForwardHandler({ gate, upstream });
-  const tunnel = new ConnectTunnel({
-    gate,
-    allowPorts: options.allowConnectPorts ?? DEFAULT_CONNECT_PORTS,
-    connectTimeoutMs: options.upstream?.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-  });
-  const upgrade = new UpgradeTunnel(gate);
+  const tunnels = new TunnelSockets();
+  const forward = new ForwardHandler({ gate, upstream, tunnels });
   const timeouts = options.timeouts ?? {};
 
   const server = createServer({
@@ -56,6 +53,19 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     requestTimeout: timeouts.requestTimeoutMs ?? 300_000,
     keepAliveTimeout: timeouts.keepAliveTimeoutMs ?? 5_000,
   });
+  const tunnel = new ConnectTunnel({
+    gate,
+    allowPorts: options.allowConnectPorts ?? DEFAULT_CONNECT_PORTS,
+    connectTimeoutMs: options.upstream?.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    tunnels,
+    serveHttp: (socket) => {
+      // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
+      // the same listeners, timeouts and keep-alive as any client connection.
+      server.emit('connection', socket);
+      socket.resume();
+    },
+  });
+  const upgrade = new UpgradeTunnel(gate, tunnels);
   server.on('request', (req, res) => forward.handle(req, res));
   server.on('checkContinue', (req, res) => forward.handle(req, res, true));
   server.on('connect', (req, socket, head) => tunnel.handle(req, socket, head));

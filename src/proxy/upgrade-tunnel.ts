@@ -7,17 +7,20 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import type { GateHandler } from '../engine/index.js';
-import { upstreamFailedResponse } from '../engine/index.js';
+import { formatAuthority, upstreamFailedResponse } from '../engine/index.js';
 import { errorCode, isTimeoutCode } from './classify-failure.js';
 import { resolveRequest } from './forward-handler.js';
+import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
 
 export class UpgradeTunnel {
   readonly #gate: GateHandler;
   readonly #proxy: ProxyServer;
+  readonly #tunnels: TunnelSockets;
 
-  constructor(gate: GateHandler) {
+  constructor(gate: GateHandler, tunnels: TunnelSockets) {
     this.#gate = gate;
+    this.#tunnels = tunnels;
     this.#proxy = createProxyServer({ ws: true, changeOrigin: true, xfwd: false });
     // http-proxy-3 rethrows errors nobody listens to; socket errors reach here after the upgrade.
     this.#proxy.on('error', (_err: Error, _req: unknown, target: unknown) => {
@@ -28,12 +31,12 @@ export class UpgradeTunnel {
   /** The server's `upgrade` listener. */
   handle(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    const resolved = resolveRequest(this.#gate, req);
+    const resolved = resolveRequest(this.#gate, req, this.#tunnels.authorityOf(socket));
     if (!resolved.ok) {
       writeRawResponse(socket, resolved.response);
       return;
     }
-    const { target, head: gateHead } = resolved;
+    const { head: gateHead, pathAndQuery } = resolved;
     const decision = this.#gate.route(gateHead);
     if (decision.kind === 'refuse') {
       writeRawResponse(socket, decision.response);
@@ -52,9 +55,9 @@ export class UpgradeTunnel {
     // hop-by-hop, Proxy-* and Effectgate-* fields are already gone.
     const headers: IncomingHttpHeaders = { ...gateHead.headers, connection: 'Upgrade', upgrade: protocol };
     req.headers = headers;
-    req.url = target.pathAndQuery;
-    const host = gateHead.host.includes(':') ? `[${gateHead.host}]` : gateHead.host;
-    this.#proxy.ws(req, socket, head, { target: `http://${host}:${gateHead.port}` }, (err: Error) => {
+    req.url = pathAndQuery;
+    const target = `http://${formatAuthority(gateHead.host, gateHead.port)}`;
+    this.#proxy.ws(req, socket, head, { target }, (err: Error) => {
       // Before the 101 went out the client can still be told; after, cutting is all that is left.
       if ((socket as Partial<{ bytesWritten: number }>).bytesWritten === 0) {
         const code = errorCode(err);

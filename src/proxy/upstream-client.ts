@@ -9,8 +9,8 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
-import type { UpstreamRequest, UpstreamResult, UpstreamSender } from '../engine/index.js';
-import { stripHopByHop, upstreamFailedResponse } from '../engine/index.js';
+import type { HeaderMap, UpstreamRequest, UpstreamResult, UpstreamSender } from '../engine/index.js';
+import { formatAuthority, stripHopByHop, upstreamFailedResponse } from '../engine/index.js';
 import { classifyFailure, errorCode, isTimeoutCode } from './classify-failure.js';
 import { writeGateResponse } from './write-response.js';
 
@@ -27,8 +27,13 @@ export interface UpstreamClientOptions {
   readonly ca?: string | Buffer;
 }
 
-/** An ungoverned request: the head is normalized, the body is the client's, streamed as it comes. */
-export interface StreamRequest extends Omit<UpstreamRequest, 'body'> {
+/**
+ * An ungoverned request: the head is normalized, the body is the client's, streamed as it comes.
+ * `headers` are a `GateRequestHead`'s (already a private copy without hop-by-hop fields) and are
+ * sent as they are: the ungoverned path copies the client's header map once, in `normalizeHead`.
+ */
+export interface StreamRequest extends Omit<UpstreamRequest, 'body' | 'headers' | 'deadlineMs'> {
+  readonly headers: HeaderMap;
   readonly body: Readable | null;
 }
 
@@ -54,6 +59,13 @@ const RESPONSE_TOO_LARGE = 'response_too_large';
 
 class ResponseTooLargeError extends Error {
   readonly code = RESPONSE_TOO_LARGE;
+}
+
+/** `UpstreamRequest.deadlineMs` ran out; always reported with `timedOut: true`. */
+const DEADLINE_EXCEEDED = 'deadline_exceeded';
+
+class DeadlineExceededError extends Error {
+  readonly code = DEADLINE_EXCEEDED;
 }
 
 export function createUpstreamClient(options: UpstreamClientOptions = {}): UpstreamClient {
@@ -83,18 +95,46 @@ class UndiciUpstreamClient implements UpstreamClient {
     new Promise<UpstreamResult>((resolve) => {
       const limit = this.#maxResponseBytes;
       let started = false;
+      let expired = false;
       let settled = false;
+      let controller: Dispatcher.DispatchController | null = null;
       let status = 0;
       let headers: Record<string, string | string[]> = {};
       const chunks: Buffer[] = [];
       let size = 0;
+      let deadline: NodeJS.Timeout | undefined;
       const settle = (result: UpstreamResult): void => {
         if (settled) return;
         settled = true;
+        clearTimeout(deadline);
         resolve(result);
       };
+      if (request.deadlineMs !== undefined) {
+        deadline = setTimeout(
+          () => {
+            // Classified like every other failure: before `onRequestStart` nothing can have left the
+            // gate, and `expired` makes sure nothing ever will (the request is aborted the moment
+            // undici would start writing it); after it, the effect may have happened.
+            expired = true;
+            settle({
+              kind: 'failure',
+              dispatchState: started ? 'sent_no_response' : 'not_sent',
+              timedOut: true,
+              error: DEADLINE_EXCEEDED,
+            });
+            controller?.abort(new DeadlineExceededError());
+          },
+          Math.max(0, request.deadlineMs),
+        );
+      }
       const handler: Dispatcher.DispatchHandler = {
-        onRequestStart: () => {
+        onRequestStart: (c) => {
+          controller = c;
+          // undici checks for an abort right after this callback, before the first byte is written.
+          if (expired) {
+            c.abort(new DeadlineExceededError());
+            return;
+          }
           started = true;
         },
         onResponseStart: (controller, statusCode, responseHeaders) => {
@@ -154,7 +194,7 @@ class UndiciUpstreamClient implements UpstreamClient {
           origin: originOf(request.scheme, request.host, request.port),
           path: request.pathAndQuery,
           method: request.method,
-          headers: outgoingHeaders(request.headers, null),
+          headers: streamHeaders(request.headers),
           body: request.body,
           opaque: res,
         },
@@ -185,25 +225,28 @@ class UndiciUpstreamClient implements UpstreamClient {
 }
 
 function originOf(scheme: 'http' | 'https', host: string, port: number): string {
-  const h = host.includes(':') ? `[${host}]` : host;
-  return `${scheme}://${h}:${port}`;
+  return `${scheme}://${formatAuthority(host, port)}`;
 }
 
 /**
  * The request headers as given, minus what must not or cannot be forwarded: hop-by-hop fields
  * (RFC 9110 §7.6.1), `Expect` (the gate answered `100 Continue` itself, RFC 9110 §10.1.1, and
- * undici refuses the field) and `Content-Length`, which is recomputed from a buffered body
- * (`bodyLength`) or kept from the client when the body is streamed (`null`).
+ * undici refuses the field) and `Content-Length`, recomputed from the buffered body.
  */
-function outgoingHeaders(
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-  bodyLength: number | null,
-): Record<string, string | string[]> {
+function outgoingHeaders(headers: HeaderMap, bodyLength: number): Record<string, string | string[]> {
   const out = stripHopByHop(headers);
   delete out['expect'];
-  if (bodyLength !== null) {
-    delete out['content-length'];
-    out['content-length'] = String(bodyLength);
-  }
+  delete out['content-length'];
+  out['content-length'] = String(bodyLength);
   return out;
+}
+
+/**
+ * Headers of a streamed request, normalized already: sent as they are (undici skips `undefined`
+ * values; Content-Length is the client's), except `Expect`, which forces the one copy.
+ */
+function streamHeaders(headers: HeaderMap): HeaderMap {
+  if (headers['expect'] === undefined) return headers;
+  const { expect: _answeredByTheGate, ...rest } = headers;
+  return rest;
 }

@@ -29,15 +29,17 @@ function tunnelAgent(proxyUrl: string, ca?: string): ProxyAgent {
 }
 
 describe('forward proxy: CONNECT', () => {
-  it('tunnels plain HTTP to an allowed port (undici ProxyAgent default tunnelling)', async () => {
+  it('routes the CONNECT, then each plain-HTTP request inside it (undici ProxyAgent default tunnelling)', async () => {
     const up = await upstream(reply(200, { tunnelled: true }));
     const { url, gate } = await startProxy({}, { allowConnectPorts: [up.port] });
     const res = await request(`${up.url}/inside?q=1`, { dispatcher: tunnelAgent(url) });
     expect(res.statusCode).toBe(200);
     expect(await res.body.json()).toEqual({ tunnelled: true });
     expect(up.requests[0]!.url).toBe('/inside?q=1');
-    // Tunnelled bytes are not requests to the gate.
-    expect(gate.routed).toHaveLength(0);
+    expect(gate.routed.map((h) => [h.method, h.host, h.port, h.path, h.query])).toEqual([
+      ['CONNECT', '127.0.0.1', up.port, '/', ''],
+      ['GET', '127.0.0.1', up.port, '/inside', 'q=1'],
+    ]);
   });
 
   it('tunnels TLS end to end (undici with the upstream CA)', async () => {
@@ -72,12 +74,13 @@ describe('forward proxy: CONNECT', () => {
     expect(JSON.parse(stdout)).toEqual({ curl: 'tls' });
   });
 
-  it('relays bytes the client sent together with the CONNECT head', async () => {
+  it('serves a request the client sent together with the CONNECT head', async () => {
     const up = await upstream(reply(200, { early: true }));
     const { port } = await startProxy({}, { allowConnectPorts: [up.port] });
     const client = await rawConnect(port);
+    const authority = `127.0.0.1:${up.port}`;
     client.write(
-      `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\nGET /early HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      `CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\nGET /early HTTP/1.1\r\nHost: ${authority}\r\nConnection: close\r\n\r\n`,
     );
     await client.until((t) => t.includes('{"early":true}'));
     expect(client.text).toMatch(/^HTTP\/1\.1 200 Connection Established\r\n\r\nHTTP\/1\.1 200 OK/);
@@ -136,16 +139,16 @@ describe('forward proxy: CONNECT', () => {
     const targetPort = (target.address() as { port: number }).port;
     const { port } = await startProxy({}, { allowConnectPorts: [targetPort] });
 
-    // Client goes away: the upstream side is closed.
+    // Client goes away: the upstream side is closed. (0x16 first: a TLS-looking stream is relayed.)
     const a = await rawConnect(port);
-    a.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\nping`);
+    a.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\n\x16ping`);
     await a.until((t) => t.endsWith('ping'));
     a.socket.destroy();
     await expect.poll(() => upstreamClosed, { timeout: 2_000 }).toBe(1);
 
     // Upstream goes away: the client side is closed.
     const b = await rawConnect(port);
-    b.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\npong`);
+    b.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\n\x16pong`);
     await b.until((t) => t.endsWith('pong'));
     upstreamSockets[1]!.destroy();
     await b.waitClosed();

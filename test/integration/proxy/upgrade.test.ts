@@ -74,6 +74,21 @@ describe('forward proxy: upgrade pass-through', () => {
     expect(seen.headers['effectgate-run']).toBeUndefined();
   });
 
+  it('relays a WebSocket upgrade sent in origin-form inside a CONNECT tunnel', async () => {
+    const up = await startUpgradeServer();
+    const { port } = await startProxy({}, { allowConnectPorts: [up.port] });
+    const client = await rawConnect(port);
+    const authority = `127.0.0.1:${up.port}`;
+    client.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
+    await client.until((t) => t.includes('Connection Established\r\n\r\n'));
+    client.write(upgradeRequest('/ws/./chat?room=2').replace('Host: x', `Host: ${authority}`));
+    await client.until((t) => t.includes('101 Switching Protocols'));
+    client.write('frame-1');
+    await client.until((t) => t.endsWith('frame-1'));
+    expect(up.upgrades[0]!.url).toBe('/ws/chat?room=2');
+    expect(up.upgrades[0]!.headers['host']).toBe(authority);
+  });
+
   it('refuses to upgrade a governed route', async () => {
     const up = await startUpgradeServer();
     const { port } = await startProxy({ govern: ['127.0.0.1'] });

@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { stripHopByHop } from '../../../src/engine/hop-by-hop.js';
 import {
+  formatAuthority,
   MAX_CONTEXT_VALUE_LENGTH,
   normalizeHead,
+  normalizeHost,
+  normalizePath,
   type RawRequestHead,
 } from '../../../src/engine/normalize-head.js';
 
@@ -31,12 +34,23 @@ describe('normalizeHead', () => {
     expect(normalizeHead(raw({ host: '[FE80::1]' })).host).toBe('fe80::1');
   });
 
-  it('keeps the path as sent, gives "/" for an empty one and drops a fragment', () => {
-    expect(normalizeHead(raw({ pathAndQuery: '/a/../b/%7E?x' })).path).toBe('/a/../b/%7E');
+  it('gives "/" for an empty path and drops a fragment', () => {
     expect(normalizeHead(raw({ pathAndQuery: '' }))).toMatchObject({ path: '/', query: '' });
     expect(normalizeHead(raw({ pathAndQuery: '?q=1' }))).toMatchObject({ path: '/', query: 'q=1' });
     expect(normalizeHead(raw({ pathAndQuery: '/p?q=1#frag' }))).toMatchObject({ path: '/p', query: 'q=1' });
     expect(normalizeHead(raw({ pathAndQuery: '/p?' }))).toMatchObject({ path: '/p', query: '' });
+  });
+
+  it('normalizes the path (RFC 3986 §6.2.2) and keeps the query as sent', () => {
+    expect(normalizeHead(raw({ pathAndQuery: '/repos/a/b/%69ssues?q=%7e' }))).toMatchObject({
+      path: '/repos/a/b/issues',
+      query: 'q=%7e',
+    });
+    expect(normalizeHead(raw({ pathAndQuery: '/a/../b/%7E?x' })).path).toBe('/b/~');
+  });
+
+  it('strips one trailing dot from the host', () => {
+    expect(normalizeHead(raw({ host: 'API.GitHub.com.' })).host).toBe('api.github.com');
   });
 
   it('removes hop-by-hop headers, Host, Proxy-* and every header named in Connection', () => {
@@ -142,6 +156,52 @@ describe('normalizeHead', () => {
     const headers = { connection: 'x-a', 'x-a': '1', 'effectgate-run': 'r' };
     normalizeHead(raw({ headers }));
     expect(headers).toEqual({ connection: 'x-a', 'x-a': '1', 'effectgate-run': 'r' });
+  });
+});
+
+describe('normalizePath', () => {
+  it.each([
+    ['/repos/a/b/%69ssues', '/repos/a/b/issues'],
+    ['/%41%5a%61%7a%30%39%2D%2E%5F%7E', '/AZaz09-._~'],
+    ['/%7e', '/~'],
+    ['/a%2Fb', '/a%2Fb'],
+    ['/a%2fb', '/a%2Fb'],
+    ['/caf%c3%a9', '/caf%C3%A9'],
+    ['/%zz/%4', '/%zz/%4'],
+    ['/./', '/'],
+    ['/a/./b', '/a/b'],
+    ['/a/../b', '/b'],
+    ['/a/b/..', '/a/'],
+    ['/a/b/.', '/a/b/'],
+    ['/../../x', '/x'],
+    ['/..', '/'],
+    ['/a//../b', '/a/b'],
+    ['/a/%2e%2E/b', '/b'],
+    ['/a/.b/..c/...', '/a/.b/..c/...'],
+    ['/a%2F..%2Fb', '/a%2F..%2Fb'],
+    ['/a b/+;=,', '/a b/+;=,'],
+    ['/', '/'],
+  ])('%s → %s', (input, expected) => {
+    expect(normalizePath(input)).toBe(expected);
+  });
+});
+
+describe('normalizeHost', () => {
+  it('lower-cases, unbrackets IPv6 and strips one trailing dot', () => {
+    expect(normalizeHost('API.github.com.')).toBe('api.github.com');
+    expect(normalizeHost('api.github.com')).toBe('api.github.com');
+    expect(normalizeHost('[::1]')).toBe('::1');
+    expect(normalizeHost('.')).toBe('.');
+  });
+});
+
+describe('formatAuthority', () => {
+  it('brackets IPv6 and leaves out the default port', () => {
+    expect(formatAuthority('::1', 8080)).toBe('[::1]:8080');
+    expect(formatAuthority('[::1]', 8080)).toBe('[::1]:8080');
+    expect(formatAuthority('example.com', 80, 80)).toBe('example.com');
+    expect(formatAuthority('::1', 443, 443)).toBe('[::1]');
+    expect(formatAuthority('example.com', 8443, 443)).toBe('example.com:8443');
   });
 });
 

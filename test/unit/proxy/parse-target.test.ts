@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseAbsoluteTarget, parseAuthority } from '../../../src/proxy/parse-target.js';
+import { parseAbsoluteTarget, parseAuthority, parseTunnelTarget } from '../../../src/proxy/parse-target.js';
 
 describe('parseAbsoluteTarget', () => {
   it('parses an absolute-form http URL, keeping the path exactly as sent', () => {
@@ -62,5 +62,44 @@ describe('parseAuthority', () => {
 
   it.each([[''], ['a@b:443'], ['example.com:443/path'], ['exa mple.com:443']])('refuses %j', (authority) => {
     expect(parseAuthority(authority, null).ok).toBe(false);
+  });
+});
+
+describe('parseTunnelTarget', () => {
+  const tunnel = { host: 'api.example.com', port: 8080 };
+
+  it('turns origin-form into the tunnel authority, whatever the spelling of a matching Host', () => {
+    const expected = {
+      ok: true,
+      value: { scheme: 'http', host: 'api.example.com', port: 8080, pathAndQuery: '/a/../b?x=1' },
+    };
+    expect(parseTunnelTarget('/a/../b?x=1#frag', tunnel, 'API.example.com.:8080')).toEqual(expected);
+    expect(parseTunnelTarget('/a/../b?x=1', tunnel, undefined)).toEqual(expected);
+  });
+
+  it('refuses a Host naming another host or port', () => {
+    expect(parseTunnelTarget('/', tunnel, 'other.example.com:8080')).toMatchObject({ ok: false });
+    expect(parseTunnelTarget('/', tunnel, 'api.example.com')).toMatchObject({
+      ok: false,
+      reason: expect.stringContaining('opened to api.example.com:8080'),
+    });
+    expect(parseTunnelTarget('/', tunnel, 'a@b')).toMatchObject({ ok: false });
+  });
+
+  it('defaults a Host without port to 80', () => {
+    expect(parseTunnelTarget('/', { host: 'h', port: 80 }, 'h')).toMatchObject({ ok: true });
+  });
+
+  it('accepts absolute-form for the tunnel authority only, ignoring Host', () => {
+    expect(parseTunnelTarget('http://api.example.com:8080/p', tunnel, 'ignored')).toMatchObject({
+      ok: true,
+      value: { host: 'api.example.com', port: 8080, pathAndQuery: '/p' },
+    });
+    expect(parseTunnelTarget('http://api.example.com/p', tunnel, undefined)).toMatchObject({ ok: false });
+  });
+
+  it('refuses asterisk-form and other shapes', () => {
+    expect(parseTunnelTarget('*', tunnel, undefined)).toMatchObject({ ok: false });
+    expect(parseTunnelTarget('p', tunnel, undefined)).toMatchObject({ ok: false });
   });
 });
