@@ -335,6 +335,8 @@ describe('default: block', () => {
       BLOCK_POLICIES,
       '--store',
       `pglite:${join(dir, 's')}`,
+      '--allow-connect-ports',
+      String(upstream.port),
     ]);
     const agent = new ProxyAgent({ uri: proxy.url, proxyTunnel: false });
     try {
@@ -353,6 +355,26 @@ describe('default: block', () => {
       expect(ok.statusCode).toBe(201);
       await ok.body.text();
       expect(upstream.requests.map((r) => r.url)).toEqual(['/repos/a/b/issues']);
+
+      // undici's default ProxyAgent tunnels http:// through CONNECT: the tunnel to a host a tool
+      // names opens, and every request inside it is classified on its own.
+      const tunnel = new ProxyAgent({ uri: proxy.url });
+      try {
+        const dup = await request(`${upstream.url}/repos/a/b/issues`, {
+          method: 'POST',
+          dispatcher: tunnel,
+          body: '{"title":"t"}',
+        });
+        expect(dup.statusCode).toBe(409);
+        expect(dup.headers['effectgate-verdict']).toBe('duplicate');
+        await dup.body.text();
+        const other = await request(`${upstream.url}/elsewhere`, { dispatcher: tunnel });
+        expect(other.statusCode).toBe(403);
+        await other.body.text();
+      } finally {
+        await tunnel.close();
+      }
+      expect(upstream.requests).toHaveLength(1);
     } finally {
       await agent.close();
       await proxy.stop();

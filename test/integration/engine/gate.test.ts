@@ -10,7 +10,7 @@ import type { GateRequest } from '../../../src/engine/types.js';
 import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createProxyServer, createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+import { delay, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
 
 const policies = parsePolicyFiles([
   {
@@ -33,6 +33,10 @@ tools:
     effect: create
     dedupe: { key: [$.body.params.arguments.subject], window: 1h, wait: 0s }
     verdict: { protocol: jsonrpc }
+  - id: t.slow
+    match: { hosts: [127.0.0.1], method: POST, path: "/slow" }
+    effect: create
+    dedupe: { key: [$.body.name], window: 1h, pending_ttl: 1s, wait: 0s }
   - id: t.webhook
     match: { hosts: [127.0.0.1], method: POST, path: "/hooks/{team}/{secret}" }
     effect: notify
@@ -66,7 +70,11 @@ for (const target of storeTargets()) {
 
     beforeAll(async () => {
       store = await openTestStore(target);
-      upstream = await startUpstream(reply(201, { id: 1 }));
+      upstream = await startUpstream((req, res, raw) =>
+        req.url === '/slow'
+          ? delay(2_500, reply(201, { id: 2 }))(req, res, raw)
+          : reply(201, { id: 1 })(req, res, raw),
+      );
       client = createUpstreamClient();
       gate = await createGate({ policies, store, scope: scopeA });
     });
@@ -168,6 +176,30 @@ for (const target of storeTargets()) {
       const other = await gate.handle(call(3, 'search_tickets'), client.send);
       expect(other.headers['effectgate-verdict']).toBeUndefined();
       expect(other.status).toBe(201);
+    });
+
+    it('gives up on a dispatch before its reservation could expire: unknown, and never sent twice', async () => {
+      const slow: GateRequest = { ...post(upstream, 'slow-effect', 'r-slow'), path: '/slow' };
+      const first = await gate.handle(slow, client.send);
+      // pending_ttl is 1 s: the gate stops waiting at 0.9 s and records the outcome as unknown.
+      expect(first.status).toBe(504);
+      const body = JSON.parse(new TextDecoder().decode(first.body)) as Record<string, unknown>;
+      expect(body).toMatchObject({
+        verdict: 'allow',
+        dispatch_state: 'sent_no_response',
+        operation_state: 'unknown',
+      });
+      await new Promise((r) => setTimeout(r, 1_200)); // past pending_ttl
+      const again = await gate.handle(
+        { ...slow, context: { ...slow.context, run: 'r-slow-2' } },
+        client.send,
+      );
+      expect(again.status).toBe(409);
+      expect(JSON.parse(new TextDecoder().decode(again.body))).toMatchObject({
+        verdict: 'pending',
+        operation_state: 'unknown',
+      });
+      expect(upstream.requests.filter((r) => r.url === '/slow')).toHaveLength(1);
     });
 
     it('never stores a path capture the tool declares secret', async () => {
