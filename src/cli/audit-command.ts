@@ -1,7 +1,10 @@
 import { parseArgs } from 'node:util';
 import { openStore, resolveStoreUrl, verifyStoreChain } from '../store/index.js';
 
-/** `effectgate audit verify [--store URL] [--json]`: exit 0 on an intact chain, 1 naming the first bad event. */
+/**
+ * `effectgate audit verify [--store URL] [--json]`: exit 0 when every chain is intact, 1 naming the
+ * first bad event of each broken chain.
+ */
 export async function runAudit(argv: readonly string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: [...argv],
@@ -17,11 +20,12 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
     const report = await verifyStoreChain(store);
     if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
     else if (report.ok)
-      process.stdout.write(`audit chain intact: ${report.checked} event(s), head seq ${report.lastSeq}\n`);
+      process.stdout.write(`audit chain intact: ${report.checked} event(s) on ${report.chains} chain(s)\n`);
     else
-      process.stdout.write(
-        `audit chain BROKEN at event seq ${report.firstBad?.seq}: ${report.firstBad?.reason}\n`,
-      );
+      for (const bad of report.broken)
+        process.stdout.write(
+          `audit chain BROKEN at chain ${bad.chain} event seq ${bad.seq}: ${bad.reason}\n`,
+        );
     return report.ok ? 0 : 1;
   } finally {
     await store.close();

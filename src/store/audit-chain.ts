@@ -1,82 +1,192 @@
 import { createHash } from 'node:crypto';
 import type { ChainHead, EventRecord } from './types.js';
 
-/** `prev_hash` of the first event, and `last_hash` of an empty chain. */
+/** `prev_hash` of the first event of every chain, and `last_hash` of an empty chain. */
 export const GENESIS_HASH = '0'.repeat(64);
+
+/**
+ * The event log is this many independent hash chains (head rows 0..EVENT_CHAINS-1), so writers
+ * of unrelated operations never wait on one head row lock. Equal to CHAINS in migration 0001.
+ */
+export const EVENT_CHAINS = 64;
+
+/**
+ * The chain of an event: the first byte of sha256(UTF-8 id), modulo EVENT_CHAINS, where the id is
+ * the event's operation id, or its decision id (payload `input.decisionId`) when it belongs to no
+ * operation. The same as
+ * `eg_chain_of` in SQL, so one operation's events are always on one chain, in order.
+ */
+export function chainOf(id: string): number {
+  return createHash('sha256').update(id, 'utf8').digest()[0]! % EVENT_CHAINS;
+}
+
+/** One problem found, located by chain and seq (seq 0: a head row problem on an empty chain). */
+export interface BadEvent {
+  readonly chain: number;
+  readonly seq: number;
+  readonly reason: string;
+}
 
 /** The outcome of walking the event log. */
 export interface AuditReport {
   readonly ok: boolean;
-  /** Events examined, including the first bad one. */
+  /** Events examined over every chain, each broken chain's first bad event included. */
   readonly checked: number;
-  /** Sequence number of the last event that verified (0 when none did). */
-  readonly lastSeq: number;
-  readonly firstBad?: { readonly seq: number; readonly reason: string };
+  /** Chains examined: every head row's chain and every chain an event was found on. */
+  readonly chains: number;
+  /** The first problem of each broken chain, by chain (each chain is verified independently). */
+  readonly broken: readonly BadEvent[];
+  /** `broken[0]`: the first bad event, for one-line reports. */
+  readonly firstBad?: BadEvent;
 }
 
+type HashedFields = 'chain' | 'seq' | 'type' | 'operationId' | 'recordedAtUs' | 'payload' | 'prevHash';
+
 /**
- * The event hash, byte for byte what `eg_append_events` computes in SQL:
- * sha256 of `prev_hash \n seq \n type \n operation_id|'' \n recorded_at_us \n payload`, UTF-8, hex.
+ * The event hash, byte for byte what `eg_append_event` computes in SQL: sha256 of
+ * `prev_hash \n chain \n seq \n type \n operation_id|'' \n recorded_at_us \n payload`, UTF-8, hex.
  * Every field that identifies or orders the event is inside, so editing, renumbering or moving an
- * event changes its hash, and the `prev_hash` link makes deleting or inserting one visible.
+ * event (within its chain or to another one) changes its hash, and the `prev_hash` link makes
+ * deleting or inserting one visible.
  */
-export function computeEventHash(
-  e: Pick<EventRecord, 'seq' | 'type' | 'operationId' | 'recordedAtUs' | 'payload' | 'prevHash'>,
-): string {
-  const text = `${e.prevHash}\n${e.seq}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`;
+export function computeEventHash(e: Pick<EventRecord, HashedFields>): string {
+  const text = `${e.prevHash}\n${e.chain}\n${e.seq}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`;
   return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
+interface ChainState {
+  expectedSeq: number;
+  prevHash: string;
+  lastSeq: number;
+  broken: boolean;
+}
+
 /**
- * Verifies a chain offline (no database needed, e.g. over an exported JSONL file). Events must be
- * given in the order they are stored (ascending seq), starting at seq 1. With `head`, a truncated
- * tail is detected too; without it only the events given are checked.
+ * Verifies the chains offline (no database needed, e.g. over an exported JSONL file). Each
+ * chain's events must come in ascending seq from seq 1; chains may be given one after another or
+ * interleaved. With `heads` (one row per chain, as `chainHeads()` returns them), a missing or
+ * extra head row and a truncated or extended tail are detected too; without, only the events
+ * given are checked.
  */
 export async function verifyChain(
   events: AsyncIterable<EventRecord> | Iterable<EventRecord>,
-  head: ChainHead | null,
+  heads: readonly ChainHead[] | null,
 ): Promise<AuditReport> {
-  let expectedSeq = 1;
-  let prevHash = GENESIS_HASH;
+  const chains = new Map<number, ChainState>();
+  const broken: BadEvent[] = [];
+  const stateOf = (chain: number): ChainState => {
+    let state = chains.get(chain);
+    if (state === undefined) {
+      state = { expectedSeq: 1, prevHash: GENESIS_HASH, lastSeq: 0, broken: false };
+      chains.set(chain, state);
+    }
+    return state;
+  };
+  const headOf = new Map<number, ChainHead>();
+  if (heads !== null) {
+    for (const problem of headRowProblems(heads)) broken.push(problem);
+    for (const head of heads) if (!headOf.has(Number(head.chain))) headOf.set(Number(head.chain), head);
+    for (let chain = 0; chain < EVENT_CHAINS; chain++) stateOf(chain);
+  }
+
   let checked = 0;
-  let lastSeq = 0;
-  const bad = (seq: number, reason: string): AuditReport => ({
-    ok: false,
-    checked,
-    lastSeq,
-    firstBad: { seq, reason },
-  });
-
   for await (const e of events) {
+    const chain = Number(e.chain);
+    const state = stateOf(chain);
+    if (state.broken) continue;
     checked += 1;
-    const seq = Number(e.seq);
-    if (seq !== expectedSeq) {
-      const what = seq > expectedSeq ? `event ${expectedSeq} is missing (deleted or moved)` : 'out of order';
-      return bad(seq, `expected seq ${expectedSeq} but found ${seq}: ${what}`);
+    const reason = eventProblem(e, chain, state);
+    if (reason !== null) {
+      state.broken = true;
+      broken.push({ chain, seq: Number(e.seq), reason });
+      continue;
     }
-    if (computeEventHash(e) !== e.hash) {
-      return bad(seq, 'hash does not match the event content (event edited)');
-    }
-    if (e.prevHash !== prevHash) {
-      return bad(seq, 'prev_hash does not match the previous event (event inserted, deleted or reordered)');
-    }
-    prevHash = e.hash;
-    lastSeq = seq;
-    expectedSeq += 1;
+    state.prevHash = e.hash;
+    state.lastSeq = state.expectedSeq;
+    state.expectedSeq += 1;
   }
 
-  if (head !== null) {
-    const headSeq = Number(head.lastSeq);
-    if (headSeq !== lastSeq) {
-      const reason =
-        headSeq > lastSeq
-          ? `chain ends at seq ${lastSeq} but the chain head records seq ${headSeq} (tail truncated)`
-          : `chain continues past the chain head (seq ${headSeq}): events appended outside the store`;
-      return bad(Math.min(headSeq, lastSeq) + 1, reason);
-    }
-    if (head.lastHash !== prevHash) {
-      return bad(lastSeq, 'the last event hash does not match the chain head (tail replaced)');
+  if (heads !== null) {
+    for (const [chain, head] of headOf) {
+      const state = chains.get(chain);
+      if (state === undefined || state.broken) continue;
+      const problem = tailProblem(chain, state, head);
+      if (problem !== null) broken.push(problem);
     }
   }
-  return { ok: true, checked, lastSeq };
+  broken.sort((a, b) => a.chain - b.chain || a.seq - b.seq);
+  const report = { ok: broken.length === 0, checked, chains: chains.size, broken };
+  return broken.length === 0 ? report : { ...report, firstBad: broken[0]! };
+}
+
+/** Exactly one head row for each chain 0..EVENT_CHAINS-1. */
+function headRowProblems(heads: readonly ChainHead[]): BadEvent[] {
+  const problems: BadEvent[] = [];
+  const seen = new Set<number>();
+  for (const head of heads) {
+    const chain = Number(head.chain);
+    const seq = Number(head.lastSeq);
+    if (!Number.isInteger(chain) || chain < 0 || chain >= EVENT_CHAINS) {
+      problems.push({
+        chain,
+        seq,
+        reason: `head row of chain ${chain}: this store has no such chain (extra row)`,
+      });
+    } else if (seen.has(chain)) {
+      problems.push({ chain, seq, reason: `head row of chain ${chain} appears twice (extra row)` });
+    }
+    seen.add(chain);
+  }
+  for (let chain = 0; chain < EVENT_CHAINS; chain++) {
+    if (!seen.has(chain))
+      problems.push({ chain, seq: 0, reason: `the head row of chain ${chain} is missing (deleted)` });
+  }
+  return problems;
+}
+
+function eventProblem(e: EventRecord, chain: number, state: ChainState): string | null {
+  const seq = Number(e.seq);
+  if (!Number.isInteger(chain) || chain < 0 || chain >= EVENT_CHAINS) {
+    return `chain ${e.chain} is not a chain of this store (event inserted)`;
+  }
+  if (seq !== state.expectedSeq) {
+    const what =
+      seq > state.expectedSeq ? `event ${state.expectedSeq} is missing (deleted or moved)` : 'out of order';
+    return `expected seq ${state.expectedSeq} but found ${seq}: ${what}`;
+  }
+  if (computeEventHash(e) !== e.hash) return 'hash does not match the event content (event edited)';
+  if (e.prevHash !== state.prevHash) {
+    return 'prev_hash does not match the previous event (event inserted, deleted or reordered)';
+  }
+  const owner = e.operationId ?? decisionIdOf(e.payload);
+  if (owner === null) return 'the event names neither an operation nor a decision (event forged)';
+  const expected = chainOf(owner);
+  if (expected !== chain) return `the event belongs on chain ${expected}, not ${chain} (event moved)`;
+  return null;
+}
+
+/** The decision id of a decision event: `input.decisionId` (see migration 0001 for payloads). */
+function decisionIdOf(payload: string): string | null {
+  try {
+    const id = (JSON.parse(payload) as { input?: { decisionId?: unknown } } | null)?.input?.decisionId;
+    return typeof id === 'string' ? id : null;
+  } catch {
+    return null;
+  }
+}
+
+function tailProblem(chain: number, state: ChainState, head: ChainHead): BadEvent | null {
+  const headSeq = Number(head.lastSeq);
+  if (headSeq > state.lastSeq) {
+    const reason = `chain ends at seq ${state.lastSeq} but its head row records seq ${headSeq} (tail truncated)`;
+    return { chain, seq: state.lastSeq + 1, reason };
+  }
+  if (headSeq < state.lastSeq) {
+    const reason = `chain continues past its head row (seq ${headSeq}): events appended outside the store`;
+    return { chain, seq: headSeq + 1, reason };
+  }
+  if (head.lastHash !== state.prevHash) {
+    return { chain, seq: headSeq, reason: 'the last event hash does not match the head row (tail replaced)' };
+  }
+  return null;
 }

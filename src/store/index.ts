@@ -3,7 +3,15 @@
  * SQL, and the hash-chained event log with its offline verifier.
  */
 
-export { type AuditReport, computeEventHash, GENESIS_HASH, verifyChain } from './audit-chain.js';
+export {
+  type AuditReport,
+  type BadEvent,
+  chainOf,
+  computeEventHash,
+  EVENT_CHAINS,
+  GENESIS_HASH,
+  verifyChain,
+} from './audit-chain.js';
 export { DEFAULT_STORE_URL, type OpenStoreOptions, openStore, resolveStoreUrl } from './open-store.js';
 export { storeEvents, verifyStoreChain } from './store-events.js';
 export type * from './types.js';

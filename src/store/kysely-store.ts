@@ -1,6 +1,7 @@
 import { type Kysely, Migrator, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
+import type { HotCall } from './hot-call.js';
 import { migrationProvider } from './migrations/index.js';
 import { toAttempt, toDecision, toEvent, toOperation } from './records.js';
 import type { Database } from './schema.js';
@@ -10,6 +11,7 @@ import type {
   DecideInput,
   DecideResult,
   DecisionRecord,
+  EventPosition,
   EventRecord,
   OperationRecord,
   OperationState,
@@ -22,19 +24,23 @@ export interface KyselyStoreOptions {
   readonly kind: 'postgres' | 'pglite';
   readonly db: Kysely<Database>;
   readonly counter: RoundTripCounter;
+  /** How the hot path calls its two functions on this driver (one round trip each). */
+  readonly call: HotCall;
   /** Runs after the database is closed (e.g. releases the PGlite directory lock). */
   readonly onClose?: () => void;
 }
 
 /**
  * The one Store implementation, for PostgreSQL and PGlite alike. The hot path (`decide`,
- * `recordOutcome`) is one `select eg_…($1::jsonb)` each: the protocol itself is in SQL (migration
- * 0001). Reads are plain kysely queries.
+ * `recordOutcome`) is one `select eg_…(<input as JSON text>)` each, sent the cheapest way the
+ * driver offers (hot-call.ts): the protocol itself is in SQL (migration 0001). Reads are plain
+ * kysely queries.
  */
 export class KyselyStore implements Store {
   readonly kind: 'postgres' | 'pglite';
   readonly #db: Kysely<Database>;
   readonly #counter: RoundTripCounter;
+  readonly #call: HotCall;
   readonly #onClose: (() => void) | undefined;
   #closed = false;
 
@@ -42,6 +48,7 @@ export class KyselyStore implements Store {
     this.kind = options.kind;
     this.#db = options.db;
     this.#counter = options.counter;
+    this.#call = options.call;
     this.#onClose = options.onClose;
   }
 
@@ -55,21 +62,14 @@ export class KyselyStore implements Store {
   }
 
   decide(input: DecideInput): Promise<DecideResult> {
-    return this.#guard('decide', async () => {
-      const { rows } = await sql<{
-        result: DecideResult;
-      }>`select eg_decide(${JSON.stringify(input)}::jsonb) as result`.execute(this.#db);
-      return rows[0]!.result;
-    });
+    return this.#guard('decide', () => this.#call('eg_decide', input) as Promise<DecideResult>);
   }
 
   recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }> {
-    return this.#guard('recordOutcome', async () => {
-      const { rows } = await sql<{
-        result: { operationState: OperationState };
-      }>`select eg_record_outcome(${JSON.stringify(input)}::jsonb) as result`.execute(this.#db);
-      return rows[0]!.result;
-    });
+    return this.#guard(
+      'recordOutcome',
+      () => this.#call('eg_record_outcome', input) as Promise<{ readonly operationState: OperationState }>,
+    );
   }
 
   getOperation(id: string): Promise<OperationRecord | null> {
@@ -119,14 +119,17 @@ export class KyselyStore implements Store {
     });
   }
 
-  readEvents(afterSeq: number, limit: number): Promise<EventRecord[]> {
+  readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]> {
     return this.#guard('readEvents', async () => {
+      const from = after === 0 ? { chain: -1, seq: 0 } : after;
       const rows = await this.#db
         .selectFrom('events')
-        .select(['seq', 'type', 'operation_id', 'payload', 'prev_hash', 'hash'])
+        .select(['chain', 'seq', 'type', 'operation_id', 'payload', 'prev_hash', 'hash'])
         // As text: exact whatever the driver does with bigint.
         .select(sql<string>`recorded_at_us::text`.as('recorded_at_us'))
-        .where('seq', '>', afterSeq)
+        // A row comparison the primary key index (chain, seq) answers directly.
+        .where((eb) => eb(eb.refTuple('chain', 'seq'), '>', eb.tuple(from.chain, from.seq)))
+        .orderBy('chain')
         .orderBy('seq')
         .limit(limit)
         .execute();
@@ -134,14 +137,14 @@ export class KyselyStore implements Store {
     });
   }
 
-  chainHead(): Promise<ChainHead> {
-    return this.#guard('chainHead', async () => {
-      const row = await this.#db
+  chainHeads(): Promise<ChainHead[]> {
+    return this.#guard('chainHeads', async () => {
+      const rows = await this.#db
         .selectFrom('chain_head')
-        .select(['last_seq', 'last_hash'])
-        .where('id', '=', 1)
-        .executeTakeFirstOrThrow();
-      return { lastSeq: Number(row.last_seq), lastHash: row.last_hash };
+        .select(['id', 'last_seq', 'last_hash'])
+        .orderBy('id')
+        .execute();
+      return rows.map((r) => ({ chain: r.id, lastSeq: Number(r.last_seq), lastHash: r.last_hash }));
     });
   }
 

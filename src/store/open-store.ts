@@ -1,12 +1,13 @@
 import { resolve } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
 import { type Dialect, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { EffectgateError, StoreError } from '../errors.js';
 import { CountingDialect, RoundTripCounter } from './counting-dialect.js';
+import { inlineHotCall, preparedHotCall } from './hot-call.js';
 import { KyselyStore } from './kysely-store.js';
-import { PGliteDialect } from './pglite-dialect.js';
+import { PGliteDialect, PGliteLink } from './pglite-dialect.js';
 import { type DirLock, lockStoreDir } from './pglite-lock.js';
+import { startPGliteWorker } from './pglite-worker.js';
 import type { Database } from './schema.js';
 import type { Store } from './types.js';
 
@@ -41,7 +42,9 @@ export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<K
   const counter = new RoundTripCounter();
   let store: KyselyStore;
   if (/^postgres(ql)?:\/\//i.test(url)) {
-    store = new KyselyStore({ kind: 'postgres', db: kysely(postgresDialect(url), counter), counter });
+    const pool = postgresPool(url);
+    const db = kysely(new PostgresDialect({ pool }), counter);
+    store = new KyselyStore({ kind: 'postgres', db, counter, call: preparedHotCall(pool, counter) });
   } else if (url.startsWith('pglite:')) {
     store = await openPGlite(url.slice('pglite:'.length), counter);
   } else {
@@ -66,18 +69,19 @@ function kysely(dialect: Dialect, counter: RoundTripCounter): Kysely<Database> {
   return new Kysely<Database>({ dialect: new CountingDialect(dialect, counter) });
 }
 
-function postgresDialect(url: string): Dialect {
+function postgresPool(url: string): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max: PG_POOL_MAX });
   // An idle client dropped by the server emits 'error' on the pool; unhandled, that would kill the
   // process. The pool discards that client and the next query reports any real outage.
   pool.on('error', () => undefined);
-  return new PostgresDialect({ pool });
+  return pool;
 }
 
 async function openPGlite(location: string, counter: RoundTripCounter): Promise<KyselyStore> {
   if (location === 'memory') {
-    const pglite = await PGlite.create();
-    return new KyselyStore({ kind: 'pglite', db: kysely(new PGliteDialect(pglite), counter), counter });
+    const link = new PGliteLink(await startPGliteWorker(undefined));
+    const db = kysely(new PGliteDialect(link), counter);
+    return new KyselyStore({ kind: 'pglite', db, counter, call: inlineHotCall(link, counter) });
   }
   if (location === '') {
     throw new EffectgateError(
@@ -89,11 +93,13 @@ async function openPGlite(location: string, counter: RoundTripCounter): Promise<
   try {
     // The database files live in a subdirectory so the store directory can also hold the lock
     // file (and whatever else the gate keeps beside its store) without confusing PostgreSQL.
-    const pglite = await PGlite.create(resolve(lock.dir, 'pgdata'));
+    const link = new PGliteLink(await startPGliteWorker(resolve(lock.dir, 'pgdata')));
+    const db = kysely(new PGliteDialect(link), counter);
     return new KyselyStore({
       kind: 'pglite',
-      db: kysely(new PGliteDialect(pglite), counter),
+      db,
       counter,
+      call: inlineHotCall(link, counter),
       onClose: () => lock.release(),
     });
   } catch (err) {

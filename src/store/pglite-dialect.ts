@@ -1,4 +1,3 @@
-import type { PGlite } from '@electric-sql/pglite';
 import {
   CompiledQuery,
   type DatabaseConnection,
@@ -14,11 +13,13 @@ import {
   type QueryResult,
   type TransactionSettings,
 } from 'kysely';
+import type { EmbeddedPg, EmbeddedResult } from './pglite-worker.js';
 
 /*
- * A kysely dialect over an embedded PGlite instance. kysely ships one only from 0.29 (Node 22),
- * so this is the small part we need: PGlite speaks PostgreSQL, so the adapter, query compiler and
- * introspector are kysely's own PostgreSQL ones; only the driver is new.
+ * A kysely dialect over an embedded PGlite (run in a worker thread, see pglite-worker.ts). kysely
+ * ships one only from 0.29 (Node 22), so this is the small part we need: PGlite speaks PostgreSQL,
+ * so the adapter, query compiler and introspector are kysely's own PostgreSQL ones; only the
+ * driver is new.
  *
  * PGlite is a single connection. kysely issues a transaction as BEGIN ... COMMIT on one acquired
  * connection, so the driver hands that connection to one holder at a time (a mutex): a query from
@@ -41,17 +42,51 @@ class Mutex {
   }
 }
 
-class PGliteConnection implements DatabaseConnection {
-  readonly #pglite: PGlite;
+/**
+ * The single PGlite connection and the mutex that hands it out, shared by the kysely driver and
+ * the store's hot path.
+ */
+export class PGliteLink {
+  readonly pglite: EmbeddedPg;
+  readonly mutex = new Mutex();
 
-  constructor(pglite: PGlite) {
+  constructor(pglite: EmbeddedPg) {
+    this.pglite = pglite;
+  }
+
+  /**
+   * One autocommit statement, without parameters. It is SENT under the mutex, so it runs after
+   * everything earlier holders sent (their transactions included) and before anything later; but
+   * the mutex is released as soon as it is sent, not when it returns, since PGlite runs what it
+   * receives one statement after another. So the next statements are already queued in the worker
+   * when this one ends, and PGlite never idles waiting for the proxy's busy event loop.
+   */
+  async pipelined<R>(sql: string): Promise<EmbeddedResult<R>> {
+    const release = await this.mutex.lock();
+    let result: Promise<EmbeddedResult<R>>;
+    try {
+      result = this.pglite.exec<R>(sql);
+    } finally {
+      release();
+    }
+    return result;
+  }
+}
+
+class PGliteConnection implements DatabaseConnection {
+  readonly #pglite: EmbeddedPg;
+
+  constructor(pglite: EmbeddedPg) {
     this.#pglite = pglite;
   }
 
   async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await this.#pglite.query<R>(compiledQuery.sql, [...compiledQuery.parameters], {
-      rowMode: 'object',
-    });
+    // Without parameters, the simple query protocol: two calls into WASM (query, sync) instead of
+    // the extended protocol's six (parse, describe, bind, describe, execute, sync).
+    const result =
+      compiledQuery.parameters.length === 0
+        ? await this.#pglite.exec<R>(compiledQuery.sql)
+        : await this.#pglite.query<R>(compiledQuery.sql, compiledQuery.parameters);
     return {
       rows: result.rows,
       ...(result.affectedRows === undefined ? {} : { numAffectedRows: BigInt(result.affectedRows) }),
@@ -71,18 +106,19 @@ class PGliteConnection implements DatabaseConnection {
 }
 
 class PGliteDriver implements Driver {
-  readonly #pglite: PGlite;
+  readonly #pglite: EmbeddedPg;
   readonly #connection: PGliteConnection;
-  readonly #mutex = new Mutex();
+  readonly #mutex: Mutex;
   #release: (() => void) | undefined;
 
-  constructor(pglite: PGlite) {
-    this.#pglite = pglite;
-    this.#connection = new PGliteConnection(pglite);
+  constructor(link: PGliteLink) {
+    this.#pglite = link.pglite;
+    this.#mutex = link.mutex;
+    this.#connection = new PGliteConnection(link.pglite);
   }
 
   async init(): Promise<void> {
-    await this.#pglite.waitReady;
+    // Started (and ready) before the dialect is made.
   }
 
   async acquireConnection(): Promise<DatabaseConnection> {
@@ -138,16 +174,16 @@ function quoteIdentifier(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-/** kysely dialect over a PGlite instance; destroying the Kysely instance closes PGlite. */
+/** kysely dialect over an embedded PGlite; destroying the Kysely instance closes it. */
 export class PGliteDialect implements Dialect {
-  readonly #pglite: PGlite;
+  readonly #link: PGliteLink;
 
-  constructor(pglite: PGlite) {
-    this.#pglite = pglite;
+  constructor(link: PGliteLink) {
+    this.#link = link;
   }
 
   createDriver(): Driver {
-    return new PGliteDriver(this.#pglite);
+    return new PGliteDriver(this.#link);
   }
 
   createAdapter(): DialectAdapter {

@@ -88,6 +88,7 @@ export function toDecision(row: Selectable<DecisionsTable>): DecisionRecord {
 
 export function toEvent(row: Omit<Selectable<EventsTable>, 'recorded_at'>): EventRecord {
   return {
+    chain: Number(row.chain),
     seq: Number(row.seq),
     type: row.type,
     operationId: row.operation_id,

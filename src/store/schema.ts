@@ -88,6 +88,7 @@ export interface DedupeKeysTable {
   run_id: string | null;
   step: string | null;
   attempt_id: string | null;
+  attempt_number: number;
   created_at: Timestamp;
   expires_at: ColumnType<Date | null, never, never>;
   confirmed_at: ColumnType<Date | null, never, never>;
@@ -96,6 +97,7 @@ export interface DedupeKeysTable {
 }
 
 export interface EventsTable {
+  chain: number;
   seq: BigIntColumn;
   type: string;
   operation_id: string | null;
@@ -107,6 +109,7 @@ export interface EventsTable {
 }
 
 export interface ChainHeadTable {
+  /** The chain. */
   id: number;
   last_seq: BigIntColumn;
   last_hash: string;

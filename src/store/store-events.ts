@@ -1,33 +1,50 @@
 import { type AuditReport, verifyChain } from './audit-chain.js';
-import type { EventRecord, Store } from './types.js';
+import type { ChainHead, EventPosition, EventRecord, Store } from './types.js';
 
 /**
- * The events of a store with `seq` up to `untilSeq` (default: all), ascending, read page by page
- * so a long log is walked in constant memory.
+ * The events of a store in (chain, seq) order, read page by page (keyset) so a long log is walked
+ * in constant memory. With `chain`, only that chain's events.
  */
 export async function* storeEvents(
   store: Pick<Store, 'readEvents'>,
-  options: { readonly untilSeq?: number; readonly pageSize?: number } = {},
+  options: { readonly chain?: number; readonly pageSize?: number } = {},
 ): AsyncGenerator<EventRecord, void, undefined> {
   const pageSize = options.pageSize ?? 1000;
-  const until = options.untilSeq ?? Number.POSITIVE_INFINITY;
-  let after = 0;
+  const only = options.chain;
+  let after: EventPosition | 0 = only === undefined ? 0 : { chain: only, seq: 0 };
   for (;;) {
     const page = await store.readEvents(after, pageSize);
     for (const event of page) {
-      if (event.seq > until) return;
+      if (only !== undefined && event.chain !== only) return;
       yield event;
     }
     if (page.length < pageSize) return;
-    after = page[page.length - 1]!.seq;
+    const last = page[page.length - 1]!;
+    after = { chain: last.chain, seq: last.seq };
   }
 }
 
 /**
- * Verifies a live store's chain. The head is read first and the walk stops at it: events appended
- * meanwhile by a running gate are newer than the head and must not look like tampering.
+ * Verifies a live store's chains, every one independently. The head rows are read first (one
+ * statement, one snapshot) and each chain's walk stops at its head: events appended meanwhile by
+ * a running gate are newer than the heads and must not look like tampering. Events on a chain
+ * without a head row are kept, so the verifier reports them.
  */
-export async function verifyStoreChain(store: Pick<Store, 'readEvents' | 'chainHead'>): Promise<AuditReport> {
-  const head = await store.chainHead();
-  return verifyChain(storeEvents(store, { untilSeq: head.lastSeq }), head);
+export async function verifyStoreChain(
+  store: Pick<Store, 'readEvents' | 'chainHeads'>,
+): Promise<AuditReport> {
+  const heads = await store.chainHeads();
+  return verifyChain(upToHeads(storeEvents(store), heads), heads);
+}
+
+async function* upToHeads(
+  events: AsyncIterable<EventRecord>,
+  heads: readonly ChainHead[],
+): AsyncGenerator<EventRecord, void, undefined> {
+  const until = new Map<number, number>();
+  for (const head of heads) until.set(head.chain, Math.max(until.get(head.chain) ?? 0, head.lastSeq));
+  for await (const event of events) {
+    const last = until.get(event.chain);
+    if (last === undefined || event.seq <= last) yield event;
+  }
 }

@@ -217,10 +217,17 @@ export interface DecisionRecord {
   readonly createdAt: string;
 }
 
-/** One row of the append-only, hash-chained event log, exactly as stored. */
+/**
+ * One row of the append-only, hash-chained event log, exactly as stored. The log is several
+ * independent chains (see `EVENT_CHAINS`); `seq` counts within the event's chain.
+ */
 export interface EventRecord {
+  /** The chain: `chainOf(operationId ?? payload.input.decisionId)`. */
+  readonly chain: number;
+  /** Position in its chain, from 1, without gaps. */
   readonly seq: number;
   readonly type: string;
+  /** The operation whose lifecycle the event belongs to (`decision.allow`, `attempt.outcome`), else null. */
   readonly operationId: string | null;
   /** Microseconds since the Unix epoch, from the database clock. */
   readonly recordedAtUs: string;
@@ -230,7 +237,15 @@ export interface EventRecord {
   readonly hash: string;
 }
 
+/** Where an event sits in the log: events are read in (chain, seq) order. */
+export interface EventPosition {
+  readonly chain: number;
+  readonly seq: number;
+}
+
+/** The head row of one chain: its last event. */
 export interface ChainHead {
+  readonly chain: number;
   readonly lastSeq: number;
   readonly lastHash: string;
 }
@@ -255,9 +270,13 @@ export interface Store {
     readonly runId?: string;
     readonly operationId?: string;
   }): Promise<DecisionRecord[]>;
-  /** Events with `seq > afterSeq`, ascending, at most `limit`. */
-  readEvents(afterSeq: number, limit: number): Promise<EventRecord[]>;
-  chainHead(): Promise<ChainHead>;
+  /**
+   * At most `limit` events in (chain, seq) order, after the position `after` (keyset paging over
+   * every chain; `0` = from the very start).
+   */
+  readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]>;
+  /** The head row of every chain, by chain. */
+  chainHeads(): Promise<ChainHead[]>;
   /** Cheap liveness check (`select 1`). */
   ping(): Promise<void>;
   /** Applies pending migrations (kysely Migrator; its lock makes concurrent starts safe). */

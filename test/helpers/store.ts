@@ -15,6 +15,7 @@ import type {
   DecideInput,
   DecideResult,
   DecisionRecord,
+  EventPosition,
   EventRecord,
   OperationRecord,
   OperationState,
@@ -137,12 +138,12 @@ class TestStoreHandle implements TestStore {
     return this.#inner.listDecisions(filter);
   }
 
-  readEvents(afterSeq: number, limit: number): Promise<EventRecord[]> {
-    return this.#inner.readEvents(afterSeq, limit);
+  readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]> {
+    return this.#inner.readEvents(after, limit);
   }
 
-  chainHead(): Promise<ChainHead> {
-    return this.#inner.chainHead();
+  chainHeads(): Promise<ChainHead[]> {
+    return this.#inner.chainHeads();
   }
 
   ping(): Promise<void> {

@@ -10,21 +10,51 @@ import { type Kysely, type Migration, sql } from 'kysely';
  * database can never both own a key, and every event is appended in the transaction of the state
  * change it describes.
  *
+ * One event per call. `eg_decide` appends exactly one `decision.<verdict>` event and
+ * `eg_record_outcome` exactly one `attempt.outcome` event, each carrying every fact of its call
+ * (shapes below, at EVENT_LOG). Each event costs a payload, a sha256, an insert and a head row
+ * update, so one per call instead of one per fact is most of the per-call CPU saved.
+ *
+ * Both take their input as JSON text (`select eg_decide($1)`): parsed once into jsonb for the
+ * logic, and kept as text for the event payload.
+ *
+ * Sharded chain. The log is CHAINS independent hash chains, each with its own head row. An event's
+ * chain is eg_chain_of(its operation id, or its decision id when it belongs to no operation), so
+ * one operation's events stay on one chain, in order, while unrelated writers lock different head
+ * rows: a head row lock is held through COMMIT (WAL flush included), and with ONE head every
+ * governed write in every process waited for the previous one's flush, so commits could not be
+ * grouped. The verifier (audit-chain.ts) checks every chain and the head rows.
+ *
  * Lock order, the same in every function, so concurrent calls cannot deadlock:
- * runs row -> dedupe_keys row -> operations row -> attempts row -> chain_head (always last: the
- * events of a call are collected and appended at its very end, which also keeps the one global
- * lock, chain_head, held for the shortest time).
+ * dedupe_keys row -> operations row -> attempts row -> runs row (a duplicate's skip count, the
+ * only write to runs) -> chain_head row (always last: each function appends its one event at its
+ * very end, so the head row is held as briefly as possible).
  *
  * All timestamps come from the database clock (now() = transaction start; clock_timestamp() for
  * events), never from the gate's.
+ *
+ * Helpers used inside expressions are `language sql stable` (not immutable: json_build_object,
+ * to_char and convert_to are stable), so the planner inlines them instead of running them as
+ * separate, re-planned SQL functions. Results are `json` (built as text), not `jsonb`.
  *
  * Statements are listed one by one (no multi-statement strings): PGlite's extended-protocol query
  * runs one statement at a time.
  */
 
+/**
+ * Number of event chains (head rows 0..CHAINS-1). Must equal EVENT_CHAINS in audit-chain.ts (a
+ * test checks both and the chain assignment) and divide 256 (the chain is one hash byte mod
+ * CHAINS). Why 64: with a gate's 16 pooled connections, two commits in flight share a head row
+ * about once in 64; with 16 chains, lock waits on head rows were still measurable at 32 clients.
+ * Written here as a literal on purpose: this migration's SQL must never change once applied;
+ * another number of chains would need a new migration.
+ */
+const CHAINS = 64;
+
 const TABLES: readonly string[] = [
   // A run id comes from a client header, so it is only unique inside one scope: keyed by scope,
-  // one tenant's duplicates can never trip another tenant's loop breaker.
+  // one tenant's duplicates can never trip another tenant's loop breaker. The row is the loop
+  // breaker's counter: written on a run's first duplicate skip, so allows never write it.
   `create table runs (
     tenant text not null,
     area text not null,
@@ -52,10 +82,10 @@ const TABLES: readonly string[] = [
     created_at timestamptz not null default now(),
     updated_at timestamptz not null default now()
   )`,
+  // Only the indexes a read uses (listOperations with and without a state); each one more is
+  // written twice per allow (insert, then the state update, which cannot be HOT).
   'create index operations_state_created_idx on operations (state, created_at desc)',
   'create index operations_created_idx on operations (created_at desc)',
-  'create index operations_key_hash_idx on operations (key_hash)',
-  'create index operations_run_idx on operations (run_id)',
   `create table attempts (
     id text primary key,
     operation_id text not null references operations (id),
@@ -100,6 +130,8 @@ const TABLES: readonly string[] = [
   'create index decisions_operation_idx on decisions (operation_id, created_at)',
   // No foreign key to operations: the key row is reserved before the decision to create the
   // operation is known (one atomic upsert); the functions keep the two consistent.
+  // attempt_id/attempt_number name the operation's latest attempt (every attempt of a keyed
+  // operation is made through this row), so the retry budget is read here, not counted in attempts.
   `create table dedupe_keys (
     key_hash text primary key,
     tenant text not null,
@@ -111,31 +143,70 @@ const TABLES: readonly string[] = [
     run_id text,
     step text,
     attempt_id text,
+    attempt_number int not null,
     created_at timestamptz not null default now(),
     expires_at timestamptz,
     confirmed_at timestamptz,
     window_ends_at timestamptz,
     destination_ref text
   )`,
+  // No index beyond the primary key: the store reads events chain by chain, in seq order.
   `create table events (
-    seq bigint primary key,
+    chain int not null,
+    seq bigint not null,
     type text not null,
     operation_id text,
     recorded_at timestamptz not null,
     recorded_at_us bigint not null,
     payload text not null,
     prev_hash text not null,
-    hash text not null
+    hash text not null,
+    primary key (chain, seq)
   )`,
-  'create index events_operation_idx on events (operation_id, seq)',
   `create table chain_head (
-    id int primary key check (id = 1),
+    id int primary key check (id >= 0 and id < ${CHAINS}),
     last_seq bigint not null,
     last_hash text not null
   )`,
-  `insert into chain_head (id, last_seq, last_hash) values (1, 0, repeat('0', 64))`,
+  `insert into chain_head (id, last_seq, last_hash)
+    select g, 0, repeat('0', 64) from generate_series(0, ${CHAINS - 1}) as g`,
 ];
 
+/*
+ * Event types and payloads. The payload is JSON text, hashed exactly as stored. It is built by
+ * concatenation, not by jsonb: the call's input goes in as the very text the gate sent (already
+ * parsed once, so known to be valid JSON), and only what the database decided is built, with
+ * json_build_object. Building the whole payload as jsonb and printing it again was a third of the
+ * cost of an event.
+ *
+ * decision.<verdict> (one per eg_decide call that records a decision):
+ *   { "input":    the DecideInput exactly as sent (decisionId, runId, step, worker, agentVersion,
+ *                 scope, toolId, explain, maxDuplicateSkips, request, key, keyError, newOperationId,
+ *                 newAttemptId, idempotencyHeader, retryBudget, recordPending; or kind block + reason),
+ *     "decision": { verdict, reason, operationId, attemptId, keyHash },
+ *     "facts":    by verdict:
+ *       allow      { operation: { opened: true } | { opened: false, stateChange: { from, to } | null },
+ *                    attempt: { number, retryOfAttemptId, retryReason, attemptBudget, remainingAttempts,
+ *                               previousFingerprint },
+ *                    key: { expiresAt } | null }          (the reservation taken, none without a key)
+ *       duplicate  { duplicateSkips, windowEndsAt,
+ *                    source: { runId, step, operationId, attemptId, confirmedAt, destinationRef } | null }
+ *       pending    { operationState, heldBy: { runId, step, attemptId, expiresAt, keyState } }
+ *       halted     { duplicateSkips, maxDuplicateSkips }
+ *       block      {} | { attemptsUsed, attemptBudget }    (the latter: retry_budget_exhausted) }
+ * attempt.outcome (one per eg_record_outcome call):
+ *   { "input":    the OutcomeInput exactly as sent (operationId, attemptId, decisionId, keyHash,
+ *                 windowMs, dispatchState, operationState, status, responseFingerprint,
+ *                 destinationRef, replayed, durationMs, error),
+ *     "facts":    { number, superseded, stateChange: { from, to } | null,
+ *                   key: { state: confirmed|released|unknown, confirmedAt, windowEndsAt } | null } }
+ *
+ * The events.operation_id column is the operation whose lifecycle the event belongs to (and picks
+ * its chain): set on decision.allow and attempt.outcome. A duplicate, pending or budget block is
+ * a decision of another run ABOUT an operation: its decision.operationId names it (and so does
+ * the decisions row), its chain follows its own decision id, so a hot key's duplicates spread over
+ * all chains instead of queueing on one head row.
+ */
 const EVENT_LOG: readonly string[] = [
   `create function eg_events_append_only() returns trigger language plpgsql as $$
   begin
@@ -146,49 +217,40 @@ const EVENT_LOG: readonly string[] = [
     for each row execute function eg_events_append_only()`,
   `create trigger events_no_truncate before truncate on events
     for each statement execute function eg_events_append_only()`,
-  // Appends [{type, operationId, payload}] in order. Locking the chain head serializes appends
-  // across all processes, so the chain never forks; the hash input is reproduced byte for byte by
-  // computeEventHash() in audit-chain.ts.
-  `create function eg_append_events(p_events jsonb) returns bigint language plpgsql as $$
+  // chainOf() in audit-chain.ts computes the same: first byte of sha256(UTF-8 id), mod CHAINS.
+  `create function eg_chain_of(p_id text) returns int language sql stable as $$
+    select get_byte(sha256(convert_to(p_id, 'UTF8')), 0) % ${CHAINS}
+  $$`,
+  // Appends one event to the chain of p_chain_of. The head row lock is taken last and held only
+  // for the hash, one insert and one update (then COMMIT). The hash input is reproduced byte for
+  // byte by computeEventHash() in audit-chain.ts. The time is read after the lock, so it never
+  // goes backwards along a chain.
+  `create function eg_append_event(p_chain_of text, p_type text, p_operation_id text, p_payload text)
+    returns void language plpgsql as $$
   declare
+    v_chain int := eg_chain_of(p_chain_of);
     v_seq bigint;
     v_prev text;
     v_hash text;
-    v_event jsonb;
     v_at timestamptz;
     v_us bigint;
-    v_payload text;
   begin
-    if p_events is null or jsonb_array_length(p_events) = 0 then
-      return null;
-    end if;
-    select last_seq, last_hash into v_seq, v_hash from chain_head where id = 1 for update;
-    for v_event in select value from jsonb_array_elements(p_events) loop
-      v_seq := v_seq + 1;
-      v_prev := v_hash;
-      v_at := clock_timestamp();
-      -- extract(epoch) is numeric (exact) since PostgreSQL 14: no float rounding of microseconds.
-      v_us := (extract(epoch from v_at) * 1000000)::bigint;
-      v_payload := coalesce(v_event -> 'payload', '{}'::jsonb)::text;
-      v_hash := encode(sha256(convert_to(
-        v_prev || E'\\n' || v_seq::text || E'\\n' || (v_event ->> 'type') || E'\\n' ||
-        coalesce(v_event ->> 'operationId', '') || E'\\n' || v_us::text || E'\\n' || v_payload,
-        'UTF8')), 'hex');
-      insert into events (seq, type, operation_id, recorded_at, recorded_at_us, payload, prev_hash, hash)
-      values (v_seq, v_event ->> 'type', v_event ->> 'operationId', v_at, v_us, v_payload, v_prev, v_hash);
-    end loop;
-    update chain_head set last_seq = v_seq, last_hash = v_hash where id = 1;
-    return v_seq;
+    select last_seq + 1, last_hash into v_seq, v_prev from chain_head where id = v_chain for update;
+    v_at := clock_timestamp();
+    -- extract(epoch) is numeric (exact) since PostgreSQL 14: no float rounding of microseconds.
+    v_us := (extract(epoch from v_at) * 1000000)::bigint;
+    v_hash := encode(sha256(convert_to(
+      v_prev || E'\\n' || v_chain::text || E'\\n' || v_seq::text || E'\\n' || p_type || E'\\n' ||
+      coalesce(p_operation_id, '') || E'\\n' || v_us::text || E'\\n' || p_payload, 'UTF8')), 'hex');
+    with appended as (
+      insert into events (chain, seq, type, operation_id, recorded_at, recorded_at_us, payload, prev_hash, hash)
+      values (v_chain, v_seq, p_type, p_operation_id, v_at, v_us, p_payload, v_prev, v_hash)
+    )
+    update chain_head set last_seq = v_seq, last_hash = v_hash where id = v_chain;
   end $$`,
-  `create function eg_append_event(p_type text, p_operation_id text, p_payload jsonb) returns bigint
-  language sql as $$
-    select eg_append_events(jsonb_build_array(
-      jsonb_build_object('type', p_type, 'operationId', p_operation_id, 'payload', p_payload)))
-  $$`,
 ];
 
-// Small builders shared by eg_decide and eg_record_outcome. Each inserts one row and returns the
-// event describing it (appended by the caller, last).
+// Shared by eg_decide and eg_record_outcome. p is the parsed input, p_input its text as sent.
 const HELPERS: readonly string[] = [
   // Same shape and precision (ms) as JavaScript's Date#toISOString().
   `create function eg_iso(p_at timestamptz) returns text language sql stable as $$
@@ -198,140 +260,163 @@ const HELPERS: readonly string[] = [
     select case when jsonb_typeof(p_ms) = 'number'
       then (p_ms::text)::double precision * interval '1 millisecond' end
   $$`,
-  `create function eg_record_decision(p jsonb, p_verdict text, p_reason text, p_operation_id text,
-    p_attempt_id text, p_key_hash text) returns jsonb language plpgsql as $$
+  `create function eg_allow(p_decision_id text, p_operation_id text, p_attempt_id text, p_number int,
+    p_retry_of text, p_retry_reason text) returns json language sql stable as $$
+    select json_build_object('verdict', 'allow', 'decisionId', p_decision_id, 'operationId', p_operation_id,
+      'attemptId', p_attempt_id, 'attemptNumber', p_number, 'retryOfAttemptId', p_retry_of,
+      'retryReason', p_retry_reason)
+  $$`,
+  `create function eg_attempt_facts(p jsonb, p_number int, p_retry_of text, p_retry_reason text,
+    p_previous_fingerprint text) returns json language sql stable as $$
+    select json_build_object('number', p_number, 'retryOfAttemptId', p_retry_of, 'retryReason', p_retry_reason,
+      'attemptBudget', (p ->> 'retryBudget')::int, 'remainingAttempts', (p ->> 'retryBudget')::int - p_number,
+      'previousFingerprint', p_previous_fingerprint)
+  $$`,
+  // Records the decision row and its one event (last: it takes the head row lock). p_owner is the
+  // operation the event belongs to (allow only, see EVENT_LOG); p_facts are the verdict's own facts.
+  `create function eg_decided(p jsonb, p_input text, p_verdict text, p_reason text, p_operation_id text,
+    p_attempt_id text, p_key_hash text, p_owner text, p_facts json) returns void language plpgsql as $$
+  declare
+    v_scope jsonb := p -> 'scope';
   begin
     insert into decisions (id, run_id, step, tool_id, verdict, reason, operation_id, attempt_id, key_hash,
       tenant, area, agent, explain)
     values (p ->> 'decisionId', p ->> 'runId', p ->> 'step', p ->> 'toolId', p_verdict, p_reason, p_operation_id,
-      p_attempt_id, p_key_hash, p -> 'scope' ->> 'tenant', p -> 'scope' ->> 'area', p -> 'scope' ->> 'agent',
+      p_attempt_id, p_key_hash, v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent',
       coalesce(p ->> 'explain', ''));
-    return jsonb_build_object('type', 'decision.recorded', 'operationId', p_operation_id, 'payload',
-      jsonb_build_object('decisionId', p ->> 'decisionId', 'verdict', p_verdict, 'reason', p_reason,
-        'runId', p ->> 'runId', 'step', p ->> 'step', 'toolId', p ->> 'toolId',
-        'tenant', p -> 'scope' ->> 'tenant', 'area', p -> 'scope' ->> 'area', 'agent', p -> 'scope' ->> 'agent',
-        'operationId', p_operation_id, 'attemptId', p_attempt_id, 'keyHash', p_key_hash,
-        'keyError', p ->> 'keyError', 'explain', p ->> 'explain'));
+    perform eg_append_event(coalesce(p_owner, p ->> 'decisionId'), 'decision.' || p_verdict, p_owner,
+      '{"input":' || p_input || ',"decision":' || json_build_object('verdict', p_verdict, 'reason', p_reason,
+        'operationId', p_operation_id, 'attemptId', p_attempt_id, 'keyHash', p_key_hash)::text ||
+      ',"facts":' || p_facts::text || '}');
   end $$`,
-  `create function eg_open_operation(p jsonb, p_key_hash text) returns jsonb language plpgsql as $$
+  // A new operation with its first attempt (the key, if any, is already reserved for it).
+  `create function eg_allow_new(p jsonb, p_input text, p_key_hash text, p_expires_at timestamptz) returns json
+    language plpgsql as $$
+  declare
+    v_op text := p ->> 'newOperationId';
+    v_attempt text := p ->> 'newAttemptId';
+    v_scope jsonb := p -> 'scope';
   begin
     insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
       run_id, step, worker, agent_version)
-    values (p ->> 'newOperationId', p ->> 'toolId', p -> 'scope' ->> 'tenant', p -> 'scope' ->> 'area',
-      p -> 'scope' ->> 'agent', 'open', p_key_hash,
-      case when p_key_hash is null then null else p -> 'key' -> 'values' end,
+    values (v_op, p ->> 'toolId', v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', 'open',
+      p_key_hash, case when p_key_hash is null then null else p -> 'key' -> 'values' end,
       p ->> 'idempotencyHeader', p ->> 'runId', p ->> 'step', p ->> 'worker', p ->> 'agentVersion');
-    return jsonb_build_object('type', 'operation.opened', 'operationId', p ->> 'newOperationId', 'payload',
-      jsonb_build_object('operationId', p ->> 'newOperationId', 'toolId', p ->> 'toolId',
-        'tenant', p -> 'scope' ->> 'tenant', 'area', p -> 'scope' ->> 'area', 'agent', p -> 'scope' ->> 'agent',
-        'keyHash', p_key_hash, 'keyValues', case when p_key_hash is null then null else p -> 'key' -> 'values' end,
-        'idempotencyHeader', p ->> 'idempotencyHeader', 'runId', p ->> 'runId', 'step', p ->> 'step',
-        'worker', p ->> 'worker', 'agentVersion', p ->> 'agentVersion'));
+    insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, request)
+    values (v_attempt, v_op, 1, p ->> 'decisionId', p ->> 'runId', p ->> 'step', p ->> 'worker', p -> 'request');
+    perform eg_decided(p, p_input, 'allow', p ->> 'keyError', v_op, v_attempt, p_key_hash, v_op, json_build_object(
+      'operation', json_build_object('opened', true),
+      'attempt', eg_attempt_facts(p, 1, null, null, null),
+      'key', case when p_key_hash is not null then json_build_object('expiresAt', eg_iso(p_expires_at)) end));
+    return eg_allow(p ->> 'decisionId', v_op, v_attempt, 1, null, null);
   end $$`,
-  `create function eg_start_attempt(p jsonb, p_operation_id text, p_number int, p_retry_of text,
-    p_retry_reason text, p_previous_fingerprint text) returns jsonb language plpgsql as $$
+  // Another run holds the key (pending) or its outcome is unknown: recorded only when asked.
+  `create function eg_pending(p jsonb, p_input text, p_key dedupe_keys, p_reason text) returns json
+    language plpgsql as $$
+  declare
+    v_op_state text;
   begin
-    insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, retry_of_attempt_id,
-      retry_reason, request)
-    values (p ->> 'newAttemptId', p_operation_id, p_number, p ->> 'decisionId', p ->> 'runId', p ->> 'step',
-      p ->> 'worker', p_retry_of, p_retry_reason, p -> 'request');
-    return jsonb_build_object('type', 'attempt.started', 'operationId', p_operation_id, 'payload',
-      jsonb_build_object('attemptId', p ->> 'newAttemptId', 'operationId', p_operation_id, 'number', p_number,
-        'decisionId', p ->> 'decisionId', 'runId', p ->> 'runId', 'step', p ->> 'step', 'worker', p ->> 'worker',
-        'retryOfAttemptId', p_retry_of, 'retryReason', p_retry_reason,
-        'attemptBudget', (p ->> 'retryBudget')::int, 'remainingAttempts', (p ->> 'retryBudget')::int - p_number,
-        'previousFingerprint', p_previous_fingerprint, 'request', p -> 'request'));
+    select state into v_op_state from operations where id = p_key.operation_id;
+    v_op_state := coalesce(v_op_state, 'open');
+    if not coalesce((p ->> 'recordPending')::boolean, false) then
+      return json_build_object('verdict', 'pending', 'decisionId', null, 'operationId', p_key.operation_id,
+        'operationState', v_op_state);
+    end if;
+    perform eg_decided(p, p_input, 'pending', p_reason, p_key.operation_id, null, p_key.key_hash, null,
+      json_build_object('operationState', v_op_state, 'heldBy', json_build_object('runId', p_key.run_id,
+        'step', p_key.step, 'attemptId', p_key.attempt_id, 'expiresAt', eg_iso(p_key.expires_at),
+        'keyState', p_key.state)));
+    return json_build_object('verdict', 'pending', 'decisionId', p ->> 'decisionId',
+      'operationId', p_key.operation_id, 'operationState', v_op_state);
   end $$`,
-  `create function eg_key_event(p_type text, p_key_hash text, p_operation_id text, p_attempt_id text,
-    p_facts jsonb) returns jsonb language sql immutable as $$
-    select jsonb_build_object('type', p_type, 'operationId', p_operation_id, 'payload',
-      jsonb_build_object('keyHash', p_key_hash, 'operationId', p_operation_id, 'attemptId', p_attempt_id)
-        || coalesce(p_facts, '{}'::jsonb))
-  $$`,
-  `create function eg_state_event(p_operation_id text, p_from text, p_to text, p_attempt_id text)
-    returns jsonb language sql immutable as $$
-    select jsonb_build_object('type', 'operation.state_changed', 'operationId', p_operation_id, 'payload',
-      jsonb_build_object('operationId', p_operation_id, 'from', p_from, 'to', p_to, 'attemptId', p_attempt_id))
-  $$`,
-  `create function eg_allow(p_decision_id text, p_operation_id text, p_attempt_id text, p_number int,
-    p_retry_of text, p_retry_reason text) returns jsonb language sql immutable as $$
-    select jsonb_build_object('verdict', 'allow', 'decisionId', p_decision_id, 'operationId', p_operation_id,
-      'attemptId', p_attempt_id, 'attemptNumber', p_number, 'retryOfAttemptId', p_retry_of,
-      'retryReason', p_retry_reason)
-  $$`,
 ];
 
-const DECIDE = `create function eg_decide(p jsonb) returns jsonb language plpgsql as $$
+const DECIDE = `create function eg_decide(p_input text) returns json language plpgsql as $$
 declare
+  p jsonb := p_input::jsonb;
+  v_scope jsonb := p -> 'scope';
+  v_tenant text := v_scope ->> 'tenant';
+  v_area text := v_scope ->> 'area';
+  v_agent text := v_scope ->> 'agent';
   v_run text := p ->> 'runId';
   v_decision text := p ->> 'decisionId';
   v_key jsonb := p -> 'key';
   v_new_op text := p ->> 'newOperationId';
   v_new_attempt text := p ->> 'newAttemptId';
   v_budget int := coalesce((p ->> 'retryBudget')::int, 1);
+  v_max_skips int := (p ->> 'maxDuplicateSkips')::int;
   v_skips int;
   v_hash text;
   v_window interval;
-  v_ttl interval;
-  v_op text;
-  v_op_state text;
+  v_expires timestamptz;
   v_row dedupe_keys%rowtype;
-  v_prev attempts%rowtype;
+  v_source json;
+  v_op text;
   v_number int;
+  v_op_state text;
+  v_prev attempts%rowtype;
   v_reason text;
-  v_used int;
-  v_events jsonb := '[]'::jsonb;
 begin
-  -- (a) The run, and the loop breaker. Read first: the insert (a write) happens once per run.
+  -- (a) The loop breaker. Read only: a run's row is written on its first duplicate skip.
   select duplicate_skips into v_skips from runs
-    where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area' and agent = p -> 'scope' ->> 'agent'
-      and id = v_run;
-  if not found then
-    insert into runs (id, tenant, area, agent)
-    values (v_run, p -> 'scope' ->> 'tenant', p -> 'scope' ->> 'area', p -> 'scope' ->> 'agent')
-    on conflict (tenant, area, agent, id) do nothing;
-    select duplicate_skips into v_skips from runs
-      where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area'
-        and agent = p -> 'scope' ->> 'agent' and id = v_run;
-  end if;
-  if v_skips >= (p ->> 'maxDuplicateSkips')::int then
-    perform eg_append_events(jsonb_build_array(eg_record_decision(p, 'halted',
-      format('loop_breaker: run %s has %s duplicate skips (max %s)', v_run, v_skips, p ->> 'maxDuplicateSkips'),
-      null, null, null)));
-    return jsonb_build_object('verdict', 'halted', 'decisionId', v_decision, 'duplicateSkips', v_skips);
+    where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run;
+  v_skips := coalesce(v_skips, 0);
+  if v_skips >= v_max_skips then
+    perform eg_decided(p, p_input, 'halted',
+      format('loop_breaker: run %s has %s duplicate skips (max %s)', v_run, v_skips, v_max_skips),
+      null, null, null, null, json_build_object('duplicateSkips', v_skips, 'maxDuplicateSkips', v_max_skips));
+    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'duplicateSkips', v_skips);
   end if;
 
   if p ->> 'kind' = 'block' then
-    perform eg_append_events(jsonb_build_array(eg_record_decision(p, 'block', p ->> 'reason', null, null, null)));
-    return jsonb_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', p ->> 'reason',
+    perform eg_decided(p, p_input, 'block', p ->> 'reason', null, null, null, null, json_build_object());
+    return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', p ->> 'reason',
       'operationId', null);
   end if;
 
   -- (b) No duplicate recognition: every proposal is a new operation.
   if jsonb_typeof(v_key) is distinct from 'object' then
-    v_events := v_events || jsonb_build_array(eg_open_operation(p, null));
-    v_events := v_events || jsonb_build_array(eg_start_attempt(p, v_new_op, 1, null, null, null));
-    v_events := v_events || jsonb_build_array(
-      eg_record_decision(p, 'allow', p ->> 'keyError', v_new_op, v_new_attempt, null));
-    perform eg_append_events(v_events);
-    return eg_allow(v_decision, v_new_op, v_new_attempt, 1, null, null);
+    return eg_allow_new(p, p_input, null, null);
   end if;
 
-  -- (c) Reserve the key: one atomic upsert decides ownership, across processes.
   v_hash := v_key ->> 'hash';
   v_window := eg_ms(v_key -> 'windowMs');
-  v_ttl := eg_ms(v_key -> 'pendingTtlMs');
+  v_expires := now() + eg_ms(v_key -> 'pendingTtlMs');
+  -- (c) Read before locking. A key confirmed inside its window, or whose outcome is unknown, is in
+  -- a state no eg_decide can change (DESIGN 4.1), so the committed row is the answer: no upsert, no
+  -- row lock, and concurrent duplicates of one key do not queue behind each other.
+  select * into v_row from dedupe_keys where key_hash = v_hash;
   for v_try in 1..8 loop
+    if v_row.state = 'confirmed' and (v_row.window_ends_at is null or v_row.window_ends_at >= now()) then
+      insert into runs as r (tenant, area, agent, id, duplicate_skips) values (v_tenant, v_area, v_agent, v_run, 1)
+      on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1
+      returning duplicate_skips into v_skips;
+      v_source := case when v_row.run_id is not null then json_build_object(
+        'runId', v_row.run_id, 'step', v_row.step, 'operationId', v_row.operation_id,
+        'attemptId', v_row.attempt_id, 'confirmedAt', eg_iso(v_row.confirmed_at),
+        'destinationRef', v_row.destination_ref) end;
+      perform eg_decided(p, p_input, 'duplicate', null, v_row.operation_id, null, v_hash, null, json_build_object(
+        'duplicateSkips', v_skips, 'windowEndsAt', eg_iso(v_row.window_ends_at), 'source', v_source));
+      return json_build_object('verdict', 'duplicate', 'decisionId', v_decision, 'operationId', v_row.operation_id,
+        'duplicateSkips', v_skips, 'source', v_source);
+    end if;
+    if v_row.state = 'unknown' then
+      return eg_pending(p, p_input, v_row, 'outcome_unknown');
+    end if;
+
+    -- (d) Reserve the key: one atomic upsert decides ownership, across processes.
     insert into dedupe_keys as k (key_hash, tenant, area, agent, tool_id, state, operation_id, run_id, step,
-      attempt_id, created_at, expires_at)
-    values (v_hash, p -> 'scope' ->> 'tenant', p -> 'scope' ->> 'area', p -> 'scope' ->> 'agent', p ->> 'toolId',
-      'pending', v_new_op, v_run, p ->> 'step', v_new_attempt, now(), now() + v_ttl)
+      attempt_id, attempt_number, created_at, expires_at)
+    values (v_hash, v_tenant, v_area, v_agent, p ->> 'toolId', 'pending', v_new_op, v_run, p ->> 'step',
+      v_new_attempt, 1, now(), v_expires)
     on conflict (key_hash) do update set
       state = 'pending',
       -- A released or lost (expired pending) reservation of an operation still inside the window is
       -- a retry of THAT operation: same id, so the same Idempotency-Key goes out again.
       operation_id = case when k.state <> 'confirmed' and (v_window is null or k.created_at + v_window > now())
         then k.operation_id else excluded.operation_id end,
+      attempt_number = case when k.state <> 'confirmed' and (v_window is null or k.created_at + v_window > now())
+        then k.attempt_number + 1 else 1 end,
       created_at = case when k.state <> 'confirmed' and (v_window is null or k.created_at + v_window > now())
         then k.created_at else excluded.created_at end,
       run_id = excluded.run_id,
@@ -347,25 +432,17 @@ begin
       -- 'unknown' is never taken over here (DESIGN 4.1), and a retry needs attempt budget left.
       and (k.state = 'confirmed'
         or (v_window is not null and k.created_at + v_window <= now())
-        or coalesce((select max(a.number) from attempts a where a.operation_id = k.operation_id), 0) < v_budget)
-    returning k.operation_id into v_op;
+        or k.attempt_number < v_budget)
+    returning k.operation_id, k.attempt_number into v_op, v_number;
 
     if found and v_op = v_new_op then
-      v_events := v_events || jsonb_build_array(eg_open_operation(p, v_hash));
-      v_events := v_events || jsonb_build_array(eg_key_event('key.reserved', v_hash, v_new_op, v_new_attempt,
-        jsonb_build_object('runId', v_run, 'step', p ->> 'step', 'expiresAt', eg_iso(now() + v_ttl))));
-      v_events := v_events || jsonb_build_array(eg_start_attempt(p, v_new_op, 1, null, null, null));
-      v_events := v_events || jsonb_build_array(
-        eg_record_decision(p, 'allow', p ->> 'keyError', v_new_op, v_new_attempt, v_hash));
-      perform eg_append_events(v_events);
-      return eg_allow(v_decision, v_new_op, v_new_attempt, 1, null, null);
+      return eg_allow_new(p, p_input, v_hash, v_expires);
     end if;
 
     if found then
-      -- A retry of operation v_op: its parent is the latest attempt, the reason follows from how that ended.
+      -- A retry of operation v_op: its parent is the previous attempt, the reason follows from how it ended.
       select state into v_op_state from operations where id = v_op for update;
-      select * into v_prev from attempts where operation_id = v_op order by number desc limit 1;
-      v_number := coalesce(v_prev.number, 0) + 1;
+      select * into v_prev from attempts where operation_id = v_op and number = v_number - 1;
       v_reason := case
         when v_prev.id is null then null
         when v_prev.dispatch_state = 'not_sent' then 'connection_not_established'
@@ -374,92 +451,70 @@ begin
         when v_prev.dispatch_state is null or v_prev.dispatch_state = 'sent_no_response'
           then 'response_lost_after_dispatch'
         else null end;
-      v_events := v_events || jsonb_build_array(eg_key_event('key.reserved', v_hash, v_op, v_new_attempt,
-        jsonb_build_object('runId', v_run, 'step', p ->> 'step', 'expiresAt', eg_iso(now() + v_ttl),
-          'retryOfAttemptId', v_prev.id)));
       if v_op_state is distinct from 'open' then
         update operations set state = 'open', updated_at = now() where id = v_op;
-        v_events := v_events || jsonb_build_array(eg_state_event(v_op, v_op_state, 'open', v_new_attempt));
       end if;
-      v_events := v_events || jsonb_build_array(
-        eg_start_attempt(p, v_op, v_number, v_prev.id, v_reason, v_prev.request ->> 'fingerprint'));
-      v_events := v_events || jsonb_build_array(
-        eg_record_decision(p, 'allow', p ->> 'keyError', v_op, v_new_attempt, v_hash));
-      perform eg_append_events(v_events);
+      insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, retry_of_attempt_id,
+        retry_reason, request)
+      values (v_new_attempt, v_op, v_number, v_decision, v_run, p ->> 'step', p ->> 'worker', v_prev.id, v_reason,
+        p -> 'request');
+      perform eg_decided(p, p_input, 'allow', p ->> 'keyError', v_op, v_new_attempt, v_hash, v_op,
+        json_build_object(
+          'operation', json_build_object('opened', false, 'stateChange',
+            case when v_op_state is distinct from 'open' then json_build_object('from', v_op_state, 'to', 'open') end),
+          'attempt', eg_attempt_facts(p, v_number, v_prev.id, v_reason, v_prev.request ->> 'fingerprint'),
+          'key', json_build_object('expiresAt', eg_iso(v_expires))));
       return eg_allow(v_decision, v_op, v_new_attempt, v_number, v_prev.id, v_reason);
     end if;
 
-    -- (d) Not ours. The upsert locked the row, so this read sees what the upsert saw.
+    -- (e) Not ours. The upsert locked the row, so this read sees what the upsert saw.
     select * into v_row from dedupe_keys where key_hash = v_hash;
-    if not found then
-      continue;
+    if v_row.state = 'pending' and v_row.expires_at >= now() then
+      return eg_pending(p, p_input, v_row, 'reserved_by_another_run');
     end if;
-
-    if v_row.state = 'confirmed' and (v_row.window_ends_at is null or v_row.window_ends_at >= now()) then
-      update runs set duplicate_skips = duplicate_skips + 1
-        where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area'
-          and agent = p -> 'scope' ->> 'agent' and id = v_run
-        returning duplicate_skips into v_skips;
-      perform eg_append_events(jsonb_build_array(
-        eg_record_decision(p, 'duplicate', null, v_row.operation_id, null, v_hash)));
-      return jsonb_build_object('verdict', 'duplicate', 'decisionId', v_decision, 'operationId', v_row.operation_id,
-        'duplicateSkips', v_skips, 'source', case when v_row.run_id is null then null else jsonb_build_object(
-          'runId', v_row.run_id, 'step', v_row.step, 'operationId', v_row.operation_id,
-          'attemptId', v_row.attempt_id, 'confirmedAt', eg_iso(v_row.confirmed_at),
-          'destinationRef', v_row.destination_ref) end);
+    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
+        and v_row.attempt_number >= v_budget then
+      perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_row.operation_id, null, v_hash, null,
+        json_build_object('attemptsUsed', v_row.attempt_number, 'attemptBudget', v_budget));
+      return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
+        'operationId', v_row.operation_id);
     end if;
-
-    if v_row.state = 'unknown' or (v_row.state = 'pending' and v_row.expires_at >= now()) then
-      select state into v_op_state from operations where id = v_row.operation_id;
-      if coalesce((p ->> 'recordPending')::boolean, false) then
-        perform eg_append_events(jsonb_build_array(eg_record_decision(p, 'pending',
-          case when v_row.state = 'unknown' then 'outcome_unknown' else 'reserved_by_another_run' end,
-          v_row.operation_id, null, v_hash)));
-        return jsonb_build_object('verdict', 'pending', 'decisionId', v_decision,
-          'operationId', v_row.operation_id, 'operationState', coalesce(v_op_state, 'open'));
-      end if;
-      return jsonb_build_object('verdict', 'pending', 'decisionId', null, 'operationId', v_row.operation_id,
-        'operationState', coalesce(v_op_state, 'open'));
-    end if;
-
-    if v_row.state in ('released', 'pending')
-        and (v_window is null or v_row.created_at + v_window > now()) then
-      select coalesce(max(number), 0) into v_used from attempts where operation_id = v_row.operation_id;
-      if v_used >= v_budget then
-        perform eg_append_events(jsonb_build_array(eg_record_decision(p, 'block', 'retry_budget_exhausted',
-          v_row.operation_id, null, v_hash)));
-        return jsonb_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
-          'operationId', v_row.operation_id);
-      end if;
-    end if;
-    -- The row changed between the upsert and the read: propose again.
+    -- Confirmed or unknown: answered at the top of the loop. Anything else changed under us: again.
   end loop;
   raise exception 'effectgate: dedupe key % kept changing under eg_decide', v_hash;
 end $$`;
 
-const RECORD_OUTCOME = `create function eg_record_outcome(p jsonb) returns jsonb language plpgsql as $$
+const RECORD_OUTCOME = `create function eg_record_outcome(p_input text) returns json language plpgsql as $$
 declare
+  p jsonb := p_input::jsonb;
   v_op_id text := p ->> 'operationId';
   v_attempt_id text := p ->> 'attemptId';
   v_key_hash text := p ->> 'keyHash';
   v_state text := p ->> 'operationState';
   v_window interval := eg_ms(p -> 'windowMs');
-  v_key dedupe_keys%rowtype;
+  v_succeeded boolean := p ->> 'operationState' = 'succeeded';
+  v_key_state text;
   v_owned boolean := false;
   v_op_state text;
   v_number int;
   v_latest int;
-  v_key_state text;
-  v_events jsonb := '[]'::jsonb;
+  v_change json;
 begin
   if v_state not in ('succeeded', 'failed', 'unknown') then
     raise exception 'effectgate: outcome state must be succeeded, failed or unknown, not %', v_state;
   end if;
-  -- Same lock order as eg_decide: key, then operation, then attempt.
+  v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released' else 'unknown' end;
+  -- Same lock order as eg_decide: key, then operation, then attempt. Only the reservation this
+  -- attempt still owns moves (a takeover gave it to a newer attempt otherwise); one statement both
+  -- tests ownership and moves it. Any error below rolls it back with the rest.
   if v_key_hash is not null then
-    select * into v_key from dedupe_keys where key_hash = v_key_hash for update;
-    v_owned := found and v_key.state = 'pending' and v_key.operation_id = v_op_id
-      and v_key.attempt_id = v_attempt_id;
+    update dedupe_keys set
+      state = v_key_state,
+      confirmed_at = case when v_succeeded then now() end,
+      window_ends_at = case when v_succeeded then now() + v_window end,
+      destination_ref = case when v_succeeded then p ->> 'destinationRef' end
+    where key_hash = v_key_hash and state = 'pending' and operation_id = v_op_id and attempt_id = v_attempt_id;
+    v_owned := found;
   end if;
   select state into v_op_state from operations where id = v_op_id for update;
   if not found then
@@ -481,43 +536,26 @@ begin
     raise exception 'effectgate: attempt % of operation % does not exist or already has an outcome',
       v_attempt_id, v_op_id;
   end if;
-  select max(number) into v_latest from attempts where operation_id = v_op_id;
-
-  v_events := v_events || jsonb_build_array(jsonb_build_object('type', 'attempt.finished', 'operationId', v_op_id,
-    'payload', jsonb_build_object('attemptId', v_attempt_id, 'operationId', v_op_id, 'number', v_number,
-      'decisionId', p ->> 'decisionId', 'dispatchState', p ->> 'dispatchState', 'outcome', v_state,
-      'status', (p ->> 'status')::int, 'responseFingerprint', p ->> 'responseFingerprint',
-      'destinationRef', p ->> 'destinationRef', 'replayed', (p ->> 'replayed')::boolean,
-      'durationMs', (p ->> 'durationMs')::double precision, 'error', p ->> 'error',
-      'superseded', v_number < v_latest)));
-
-  -- A late outcome of an attempt that a retry already superseded is kept as evidence (above) but
-  -- does not move the operation nor the key: the newer attempt owns them now.
-  if v_number < v_latest then
-    perform eg_append_events(v_events);
-    return jsonb_build_object('operationState', v_op_state);
-  end if;
-
-  if v_op_state is distinct from v_state then
-    update operations set state = v_state, updated_at = now() where id = v_op_id;
-    v_events := v_events || jsonb_build_array(eg_state_event(v_op_id, v_op_state, v_state, v_attempt_id));
-  end if;
-
+  -- The key row names its operation's latest attempt, so the owner is the latest; otherwise count.
   if v_owned then
-    v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released' else 'unknown' end;
-    update dedupe_keys set
-      state = v_key_state,
-      confirmed_at = case when v_state = 'succeeded' then now() end,
-      window_ends_at = case when v_state = 'succeeded' then now() + v_window end,
-      destination_ref = case when v_state = 'succeeded' then p ->> 'destinationRef' end
-    where key_hash = v_key_hash;
-    v_events := v_events || jsonb_build_array(eg_key_event('key.' || v_key_state, v_key_hash, v_op_id,
-      v_attempt_id, case when v_state = 'succeeded' then jsonb_build_object('confirmedAt', eg_iso(now()),
-        'windowEndsAt', eg_iso(now() + v_window), 'destinationRef', p ->> 'destinationRef') end));
+    v_latest := v_number;
+  else
+    select max(number) into v_latest from attempts where operation_id = v_op_id;
   end if;
 
-  perform eg_append_events(v_events);
-  return jsonb_build_object('operationState', v_state);
+  -- A late outcome of an attempt that a retry already superseded is kept as evidence but does not
+  -- move the operation nor the key: the newer attempt owns them now.
+  if v_number = v_latest and v_op_state is distinct from v_state then
+    update operations set state = v_state, updated_at = now() where id = v_op_id;
+    v_change := json_build_object('from', v_op_state, 'to', v_state);
+  end if;
+
+  perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||
+    json_build_object('number', v_number, 'superseded', v_number < v_latest, 'stateChange', v_change,
+      'key', case when v_owned then json_build_object('state', v_key_state,
+        'confirmedAt', case when v_succeeded then eg_iso(now()) end,
+        'windowEndsAt', case when v_succeeded then eg_iso(now() + v_window) end) end)::text || '}');
+  return json_build_object('operationState', case when v_number < v_latest then v_op_state else v_state end);
 end $$`;
 
 export const migration0001: Migration = {

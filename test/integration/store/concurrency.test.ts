@@ -1,8 +1,28 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyStoreChain } from '../../../src/store/store-events.js';
+import { chainOf, EVENT_CHAINS } from '../../../src/store/audit-chain.js';
+import { storeEvents, verifyStoreChain } from '../../../src/store/store-events.js';
 import type { DecideResult, Store } from '../../../src/store/types.js';
+import { uuidv7 } from '../../../src/store/uuidv7.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
+import { expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  return Promise.race([settled, sleep(ms).then(() => false)]);
+}
+
+/** An operation id whose events go to a chain other than `chain`. */
+function idOffChain(chain: number): string {
+  for (;;) {
+    const id = uuidv7();
+    if (chainOf(id) !== chain) return id;
+  }
+}
 
 /*
  * Many contenders for one key at the same time. On PostgreSQL the contenders are split over two
@@ -67,10 +87,80 @@ for (const target of storeTargets()) {
       expect(results.every((r) => r.verdict === 'duplicate')).toBe(true);
     });
 
+    it('concurrent allows of different operations spread over the chains, each on its own', async () => {
+      const results = await Promise.all(
+        Array.from({ length: 64 }, (_, i) => stores[i % stores.length]!.decide(reserve(newRun(), newKey()))),
+      );
+      const ops = new Set(results.map((r) => (r.verdict === 'allow' ? r.operationId : 'not allowed')));
+      expect(ops.size).toBe(64);
+      const chains = new Set<number>();
+      for await (const e of storeEvents(store)) {
+        if (e.operationId === null || !ops.has(e.operationId)) continue;
+        expect(e.chain).toBe(chainOf(e.operationId));
+        chains.add(e.chain);
+      }
+      expect(chains.size).toBeGreaterThan(EVENT_CHAINS / 4);
+    });
+
+    if (target.kind === 'postgres') {
+      /** Holds a row lock in a transaction of its own connection, as a commit in progress would. */
+      async function holding<T>(lockSql: string, params: unknown[], body: () => Promise<T>): Promise<T> {
+        const client = new pg.Client({ connectionString: store.url });
+        await client.connect();
+        try {
+          await client.query('begin');
+          await client.query(lockSql, params);
+          return await body();
+        } finally {
+          await client.query('rollback').catch(() => undefined);
+          await client.end();
+        }
+      }
+
+      it('an allow never waits for a writer holding another chain', async () => {
+        const busy = uuidv7();
+        const chain = chainOf(busy);
+        let waiting: Promise<DecideResult> | undefined;
+        await holding('select 1 from chain_head where id = $1 for update', [chain], async () => {
+          // Same chain as the held lock: waits. Any other chain: commits meanwhile.
+          waiting = stores[1]!.decide(reserve(newRun(), newKey(), { newOperationId: busy }));
+          const free = stores[0]!.decide(reserve(newRun(), newKey(), { newOperationId: idOffChain(chain) }));
+          expect(await settlesWithin(free, 5_000)).toBe(true);
+          expectVerdict(await free, 'allow');
+          expect(await settlesWithin(waiting, 300)).toBe(false);
+        });
+        expectVerdict(await waiting!, 'allow');
+      });
+
+      it('a duplicate or an unknown key is answered without the key row lock', async () => {
+        const confirmed = newKey();
+        const first = await store.decide(reserve(newRun(), confirmed));
+        expectVerdict(first, 'allow');
+        await store.recordOutcome(outcome(first, confirmed, 'succeeded'));
+        const unknown = newKey();
+        const second = await store.decide(reserve(newRun(), unknown));
+        expectVerdict(second, 'allow');
+        await store.recordOutcome(outcome(second, unknown, 'unknown'));
+        const lockKey = 'select 1 from dedupe_keys where key_hash = $1 for update';
+
+        await holding(lockKey, [confirmed.hash], async () => {
+          const dup = stores[1]!.decide(reserve(newRun(), confirmed));
+          expect(await settlesWithin(dup, 5_000)).toBe(true);
+          expectVerdict(await dup, 'duplicate');
+        });
+        await holding(lockKey, [unknown.hash], async () => {
+          const held = stores[1]!.decide(reserve(newRun(), unknown));
+          expect(await settlesWithin(held, 5_000)).toBe(true);
+          expect(await held).toMatchObject({ verdict: 'pending', operationState: 'unknown' });
+        });
+      });
+    }
+
     it('the chain did not fork under concurrency', async () => {
       const report = await verifyStoreChain(store);
-      expect(report).toMatchObject({ ok: true });
-      expect(report.lastSeq).toBe((await store.chainHead()).lastSeq);
+      expect(report).toMatchObject({ ok: true, broken: [] });
+      const heads = await store.chainHeads();
+      expect(report.checked).toBe(heads.reduce((n, h) => n + h.lastSeq, 0));
     });
   });
 }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { StoreError } from '../../../src/errors.js';
+import { EVENT_CHAINS } from '../../../src/store/audit-chain.js';
 import { openKyselyStore } from '../../../src/store/open-store.js';
 import { openTestStore, storeTargets } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, reserve, sleep } from './inputs.js';
@@ -23,10 +24,40 @@ describe('openStore', () => {
         await sleep(50);
         throw new Error('roll back');
       });
+      // Handled now: it rejects while the query below is still waiting for the connection.
+      const rolledBack = tx.then(
+        () => null,
+        (err: unknown) => err,
+      );
       await sleep(10); // the transaction is open now
       const seen = await sql<{ count: number }>`select count(*)::int as count from probe`.execute(store.db);
-      await expect(tx).rejects.toThrow('roll back');
+      expect(await rolledBack).toMatchObject({ message: 'roll back' });
       expect(seen.rows[0]?.count).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('never runs a decide inside another holder’s transaction, though decides are pipelined', async () => {
+    const store = await openKyselyStore({ url: 'pglite:memory' });
+    try {
+      const tx = store.db.transaction().execute(async (trx) => {
+        await sql`select 1`.execute(trx);
+        await sleep(50);
+        throw new Error('roll back');
+      });
+      const rolledBack = tx.then(
+        () => null,
+        (err: unknown) => err,
+      );
+      await sleep(10); // the transaction is open now
+      const decided = await Promise.all([1, 2, 3].map(() => store.decide(reserve(newRun(), newKey()))));
+      expect(await rolledBack).toMatchObject({ message: 'roll back' });
+      for (const d of decided) {
+        expectVerdict(d, 'allow');
+        // Had it run inside the transaction, the rollback would have taken it away.
+        expect(await store.getOperation(d.operationId)).not.toBeNull();
+      }
     } finally {
       await store.close();
     }
@@ -38,10 +69,16 @@ for (const target of storeTargets()) {
     it('migrate: false opens without migrating; migrate() applies, and is idempotent', async () => {
       const store = await openTestStore(target, { migrate: false });
       try {
-        await expect(store.chainHead()).rejects.toBeInstanceOf(StoreError);
+        await expect(store.chainHeads()).rejects.toBeInstanceOf(StoreError);
         await store.migrate();
         await store.migrate();
-        expect(await store.chainHead()).toEqual({ lastSeq: 0, lastHash: '0'.repeat(64) });
+        expect(await store.chainHeads()).toEqual(
+          Array.from({ length: EVENT_CHAINS }, (_, chain) => ({
+            chain,
+            lastSeq: 0,
+            lastHash: '0'.repeat(64),
+          })),
+        );
         expectVerdict(await store.decide(reserve(newRun(), newKey())), 'allow');
       } finally {
         await store.close();

@@ -62,14 +62,14 @@ describe('embedded PGlite directory', () => {
     const allow = await first.decide(reserve(newRun(), key));
     expectVerdict(allow, 'allow');
     await first.recordOutcome(outcome(allow, key, 'succeeded'));
-    const head = await first.chainHead();
+    const heads = await first.chainHeads();
     await first.close();
     expect(existsSync(join(dir, 'store.lock'))).toBe(false);
 
     const again = await openStore({ url: `pglite:${dir}` });
     open.push(again);
     expect((await again.getOperation(allow.operationId))?.state).toBe('succeeded');
-    expect(await again.chainHead()).toEqual(head);
+    expect(await again.chainHeads()).toEqual(heads);
     expectVerdict(await again.decide(reserve(newRun(), key)), 'duplicate');
     expect(await verifyStoreChain(again)).toMatchObject({ ok: true });
   });

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StoreError } from '../../../src/errors.js';
 import { verifyStoreChain } from '../../../src/store/store-events.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { block, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
@@ -218,6 +217,11 @@ for (const target of storeTargets()) {
       await store.recordOutcome(outcome(first, key, 'succeeded'));
 
       const run = newRun();
+      const runRows = (): Promise<{ duplicate_skips: number }[]> =>
+        store.query(`select duplicate_skips from runs where id = '${run}'`);
+      // The loop breaker's row is written on a run's first duplicate, never by an allow.
+      expectVerdict(await store.decide(reserve(run, newKey(), { maxDuplicateSkips: 2 })), 'allow');
+      expect(await runRows()).toEqual([]);
       const skips: number[] = [];
       for (let i = 0; i < 2; i++) {
         const dup = await store.decide(reserve(run, key, { maxDuplicateSkips: 2 }));
@@ -225,6 +229,7 @@ for (const target of storeTargets()) {
         skips.push(dup.duplicateSkips);
       }
       expect(skips).toEqual([1, 2]);
+      expect(await runRows()).toEqual([{ duplicate_skips: 2 }]);
 
       const halted = await store.decide(reserve(run, newKey(), { maxDuplicateSkips: 2 }));
       expectVerdict(halted, 'halted');
@@ -273,76 +278,13 @@ for (const target of storeTargets()) {
       expect(fourth).toMatchObject({ operationId: first.operationId, attemptNumber: 3 });
     });
 
-    it('a tool without a key always gets a new operation', async () => {
-      const run = newRun();
-      const a = await store.decide(reserve(run, null, { idempotencyHeader: null }));
-      const b = await store.decide(
-        reserve(run, null, { idempotencyHeader: null, keyError: 'missing $.body.title' }),
-      );
-      expectVerdict(a, 'allow');
-      expectVerdict(b, 'allow');
-      expect(a.operationId).not.toBe(b.operationId);
-      await store.recordOutcome(outcome(a, null, 'succeeded'));
-      expect((await store.getOperation(a.operationId))?.state).toBe('succeeded');
-      expect((await store.getOperation(b.operationId))?.keyHash).toBeNull();
-      expect((await store.getDecision(b.decisionId))?.reason).toBe('missing $.body.title');
-    });
-
-    it('decide and recordOutcome are one round trip each', async () => {
-      const key = newKey();
-      let before = store.stats.roundTrips;
-      const allow = await store.decide(reserve(newRun(), key));
-      expect(store.stats.roundTrips - before).toBe(1);
-      expectVerdict(allow, 'allow');
-
-      before = store.stats.roundTrips;
-      await store.recordOutcome(outcome(allow, key, 'succeeded'));
-      expect(store.stats.roundTrips - before).toBe(1);
-
-      before = store.stats.roundTrips;
-      expectVerdict(await store.decide(reserve(newRun(), key)), 'duplicate');
-      expect(store.stats.roundTrips - before).toBe(1);
-
-      before = store.stats.roundTrips;
-      expectVerdict(await store.decide(block(newRun(), 'policy')), 'block');
-      expect(store.stats.roundTrips - before).toBe(1);
-    });
-
-    it('listOperations filters by state, newest first', async () => {
-      const key = newKey();
-      const first = await store.decide(reserve(newRun(), key));
-      expectVerdict(first, 'allow');
-      await store.recordOutcome(outcome(first, key, 'unknown'));
-      const unknown = await store.listOperations({ state: 'unknown' });
-      expect(unknown.every((o) => o.state === 'unknown')).toBe(true);
-      expect(unknown[0]?.id).toBe(first.operationId);
-      expect(unknown[0]?.attempts[0]?.dispatchState).toBe('sent_no_response');
-      expect(await store.listOperations({ limit: 2 })).toHaveLength(2);
-      expect(await store.getOperation('no-such-operation')).toBeNull();
-      expect(await store.getDecision('no-such-decision')).toBeNull();
-    });
-
-    it('driver errors surface as StoreError with the cause kept', async () => {
-      const key = newKey();
-      const allow = await store.decide(reserve(newRun(), key));
-      expectVerdict(allow, 'allow');
-      await store.recordOutcome(outcome(allow, key, 'failed'));
-      const twice = store.recordOutcome(outcome(allow, key, 'succeeded'));
-      await expect(twice).rejects.toBeInstanceOf(StoreError);
-      await expect(twice).rejects.toMatchObject({
-        code: 'EG_ERR_STORE_UNAVAILABLE',
-        cause: expect.any(Error),
-      });
-      // The failed call changed nothing.
-      expect((await store.getOperation(allow.operationId))?.state).toBe('failed');
-    });
-
     it('the chain verifies after all of that', async () => {
       const report = await verifyStoreChain(store);
       expect(report.firstBad).toBeUndefined();
       expect(report.ok).toBe(true);
-      expect(report.lastSeq).toBe((await store.chainHead()).lastSeq);
-      expect(report.checked).toBeGreaterThan(50);
+      const heads = await store.chainHeads();
+      expect(report.checked).toBe(heads.reduce((n, h) => n + h.lastSeq, 0));
+      expect(report.checked).toBeGreaterThan(30);
     });
   });
 }

@@ -1,0 +1,65 @@
+import { storeEvents } from '../../../src/store/store-events.js';
+import type { EventRecord, Store } from '../../../src/store/types.js';
+import { type Allow, block, expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
+
+/** A little history for the audit suites, and what it appended. */
+export interface AuditHistory {
+  /** An operation failed twice and retried: six events on its one chain. */
+  readonly retried: Allow;
+  /** Events appended by each call, in call order. */
+  readonly perCall: readonly number[];
+}
+
+export async function allEvents(store: Pick<Store, 'readEvents'>): Promise<EventRecord[]> {
+  const events: EventRecord[] = [];
+  // A small page, so paging across chains is exercised.
+  for await (const e of storeEvents(store, { pageSize: 7 })) events.push(e);
+  return events;
+}
+
+export async function eventCount(store: Pick<Store, 'chainHeads'>): Promise<number> {
+  return (await store.chainHeads()).reduce((n, h) => n + h.lastSeq, 0);
+}
+
+export const payloadOf = (e: EventRecord): Record<string, unknown> =>
+  JSON.parse(e.payload) as Record<string, unknown>;
+
+/**
+ * Allow + confirm, a duplicate, failures and their retries, a block, an unknown outcome and the
+ * pending proposals after it (one recorded, one not), a halted run.
+ */
+export async function writeHistory(store: Store): Promise<AuditHistory> {
+  const perCall: number[] = [];
+  async function counted<T>(call: () => Promise<T>): Promise<T> {
+    const before = await eventCount(store);
+    const result = await call();
+    perCall.push((await eventCount(store)) - before);
+    return result;
+  }
+  const key = newKey();
+  const a = await counted(() => store.decide(reserve(newRun(), key)));
+  expectVerdict(a, 'allow');
+  await counted(() => store.recordOutcome(outcome(a, key, 'succeeded')));
+  await counted(() => store.decide(reserve(newRun(), key)));
+  const key2 = newKey();
+  const retried = await counted(() => store.decide(reserve(newRun(), key2)));
+  expectVerdict(retried, 'allow');
+  let attempt: Allow = retried;
+  for (const status of [null, 503]) {
+    const dispatchState = status === null ? 'not_sent' : 'response_received';
+    await counted(() => store.recordOutcome(outcome(attempt, key2, 'failed', { dispatchState, status })));
+    const next = await counted(() => store.decide(reserve(newRun(), key2)));
+    expectVerdict(next, 'allow');
+    attempt = next;
+  }
+  await counted(() => store.recordOutcome(outcome(attempt, key2, 'succeeded')));
+  await counted(() => store.decide(block(newRun(), 'policy: destroy is not allowed')));
+  const key3 = newKey();
+  const u = await counted(() => store.decide(reserve(newRun(), key3)));
+  expectVerdict(u, 'allow');
+  await counted(() => store.recordOutcome(outcome(u, key3, 'unknown')));
+  await counted(() => store.decide(reserve(newRun(), key3, { recordPending: true })));
+  await counted(() => store.decide(reserve(newRun(), key3, { recordPending: false })));
+  await counted(() => store.decide(reserve(newRun(), key, { maxDuplicateSkips: 0 })));
+  return { retried, perCall };
+}

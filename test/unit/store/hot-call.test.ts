@@ -1,0 +1,41 @@
+import { PGlite } from '@electric-sql/pglite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jsonLiteral } from '../../../src/store/hot-call.js';
+
+describe('jsonLiteral', () => {
+  let db: PGlite;
+
+  beforeAll(async () => {
+    db = await PGlite.create();
+  });
+
+  afterAll(async () => {
+    await db.close();
+  });
+
+  const hostile = [
+    "it's",
+    "'); drop table x; --",
+    "back\\slash \\' \\\\",
+    'quote " and \\"',
+    'é ✓ 𝄞 \u0001 \n \t',
+    "E'' $$ $eg$",
+  ];
+
+  it.each(hostile)('keeps %j inside the literal, byte for byte', async (text) => {
+    const input = { text, nested: { list: [text, 1, null, true] } };
+    const [result] = await db.exec(`select ${jsonLiteral(input)}::jsonb as v`);
+    expect(result!.rows[0]).toEqual({ v: input });
+  });
+
+  it('stays inside the literal when standard_conforming_strings is off', async () => {
+    await db.exec('set standard_conforming_strings = off');
+    try {
+      const input = { text: "\\' or 1=1 --" };
+      const [result] = await db.exec(`select ${jsonLiteral(input)}::jsonb as v`);
+      expect(result!.rows[0]).toEqual({ v: input });
+    } finally {
+      await db.exec('set standard_conforming_strings = on');
+    }
+  });
+});
