@@ -34,7 +34,7 @@ function issuesApi(): UpstreamHandler {
     if (title.includes('fail4xx')) return reply(422, { message: 'Validation Failed' })(req, res, raw);
     if (title.includes('fail5xx')) return reply(503, { message: 'Service Unavailable' })(req, res, raw);
     n += 1;
-    const created = reply(201, { number: n, html_url: `https://issues.example.test${req.url}/${n}` });
+    const created = reply(201, { number: n, html_url: `https://issues.example.test${req.url.split('?')[0]}/${n}` });
     if (title.includes('slow')) return delay(1200, created)(req, res, raw);
     return created(req, res, raw);
   };
@@ -54,6 +54,7 @@ for (const target of storeTargets()) {
     let pgStore: TestStore | null = null;
     let storeUrl: string;
     let dir: string;
+    let failedOnce = '';
 
     beforeAll(async () => {
       upstream = await startUpstream(issuesApi());
@@ -230,6 +231,7 @@ for (const target of storeTargets()) {
       const first = await createIssue({ title: 'fail4xx once' });
       expect(first.status).toBe(422);
       expect(first.headers['effectgate-verdict']).toBe('allow');
+      failedOnce = first.headers['effectgate-operation'] as string;
       const again = await createIssue({ title: 'fail4xx once' });
       expect(again.headers['effectgate-verdict']).toBe('allow');
       expect(again.headers['effectgate-operation']).toBe(first.headers['effectgate-operation']);
@@ -302,22 +304,54 @@ for (const target of storeTargets()) {
       expect(issuesOf('from curl')).toHaveLength(1);
     });
 
-    it('keeps secrets out of the store and leaves an intact audit chain', async () => {
+    it('keeps secrets out of every table, records retry lineage, and leaves an intact audit chain', async () => {
+      // One more call carrying every kind of credential a client sends, plus a secret in the query.
+      const res = await request(`${upstream.url}/repos/acme/api/issues?access_token=qs-secret-789`, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: {
+          'content-type': 'application/json',
+          cookie: 'session=cookie-secret-456',
+          'x-api-key': 'apikey-secret-321',
+          authorization: 'token sk-live-123',
+        },
+        body: JSON.stringify({ title: 'Credentials everywhere', token: 'hunter2' }),
+      });
+      expect(res.statusCode).toBe(201);
+      await res.body.text();
       await proxy.stop();
+
       const dump = await runCli(['audit', 'verify', '--store', storeUrl, '--json']);
       expect(dump.code, dump.stderr).toBe(0);
       const report = JSON.parse(dump.stdout) as { ok: boolean; checked: number };
       expect(report.ok).toBe(true);
       expect(report.checked).toBeGreaterThan(20);
-      // Secrets sent above (Authorization value, redacted body token) appear nowhere in the events.
-      const { openStore } = await import('../../src/store/index.js');
-      const store = await openStore({ url: storeUrl, migrate: false });
+
+      const { openKyselyStore } = await import('../../src/store/open-store.js');
+      const { sql } = await import('kysely');
+      const store = await openKyselyStore({ url: storeUrl, migrate: false });
       try {
-        const events = await store.readEvents(0, 100_000);
-        const all = events.map((e) => e.payload).join('\n');
-        expect(all).not.toContain('sk-live-123');
-        expect(all).not.toContain('hunter2');
-        expect(all).toContain('Disk full on db-1');
+        let everything = '';
+        for (const table of ['events', 'operations', 'attempts', 'decisions', 'dedupe_keys', 'runs']) {
+          const rows = await sql.raw(`select * from ${table}`).execute(store.db);
+          everything += JSON.stringify(rows.rows);
+        }
+        for (const secret of [
+          'sk-live-123',
+          'hunter2',
+          'cookie-secret-456',
+          'apikey-secret-321',
+          'qs-secret-789',
+        ]) {
+          expect(everything, secret).not.toContain(secret);
+        }
+        expect(everything).toContain('Credentials everywhere');
+
+        // The retry after a definite failure is attempt 2 of the same operation, with its parent.
+        const op = await store.getOperation(failedOnce);
+        expect(op?.attempts.map((a) => a.number)).toEqual([1, 2]);
+        expect(op?.attempts[1]?.retryOfAttemptId).toBe(op?.attempts[0]?.id);
+        expect(op?.attempts[0]).toMatchObject({ dispatchState: 'response_received', status: 422 });
       } finally {
         await store.close();
       }
