@@ -1,8 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { UpstreamRequest } from '../../../src/engine/types.js';
-import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/upstream-client.js';
 import {
   commitThenDestroy,
   echo,
@@ -10,37 +9,15 @@ import {
   reply,
   selfSignedCert,
   startUpstream,
-  type Upstream,
 } from '../../helpers/upstream.js';
-
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-async function upstreamWith(...args: Parameters<typeof startUpstream>): Promise<Upstream> {
-  const up = await startUpstream(...args);
-  cleanups.push(() => up.close());
-  return up;
-}
-
-function client(options: Parameters<typeof createUpstreamClient>[0] = {}): UpstreamClient {
-  const c = createUpstreamClient(options);
-  cleanups.push(() => c.close());
-  return c;
-}
+import { cleanups, client, upstreamRequest, upstreamWith } from './upstream-harness.js';
 
 function request(port: number, overrides: Partial<UpstreamRequest> = {}): UpstreamRequest {
-  return {
-    scheme: 'http',
-    method: 'POST',
-    host: '127.0.0.1',
-    port,
+  return upstreamRequest(port, {
     pathAndQuery: '/items?x=1',
     headers: { 'content-type': 'application/json', 'x-custom': 'kept', 'idempotency-key': 'k-1' },
-    body: new TextEncoder().encode('{"title":"hello"}'),
     ...overrides,
-  };
+  });
 }
 
 /** A raw server whose request handler does whatever the test wants with the response. */

@@ -4,40 +4,11 @@
  */
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect, createServer as createNetServer, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { UpstreamRequest } from '../../../src/engine/types.js';
-import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/upstream-client.js';
-import { delay, reply, selfSignedCert, startUpstream, type Upstream } from '../../helpers/upstream.js';
+import { describe, expect, it } from 'vitest';
+import { delay, reply, selfSignedCert } from '../../helpers/upstream.js';
+import { cleanups, client, upstreamRequest, upstreamWith } from './upstream-harness.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-async function upstreamWith(...args: Parameters<typeof startUpstream>): Promise<Upstream> {
-  const up = await startUpstream(...args);
-  cleanups.push(() => up.close());
-  return up;
-}
-
-function client(options: Parameters<typeof createUpstreamClient>[0] = {}): UpstreamClient {
-  const c = createUpstreamClient(options);
-  cleanups.push(() => c.close());
-  return c;
-}
-
-function request(port: number, overrides: Partial<UpstreamRequest> = {}): UpstreamRequest {
-  return {
-    scheme: 'http',
-    method: 'POST',
-    host: '127.0.0.1',
-    port,
-    pathAndQuery: '/items',
-    headers: { 'content-type': 'application/json' },
-    body: new TextEncoder().encode('{"title":"hello"}'),
-    ...overrides,
-  };
-}
+const request = upstreamRequest;
 
 async function listen(
   server: Server | ReturnType<typeof createNetServer>,
