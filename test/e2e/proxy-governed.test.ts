@@ -34,7 +34,10 @@ function issuesApi(): UpstreamHandler {
     if (title.includes('fail4xx')) return reply(422, { message: 'Validation Failed' })(req, res, raw);
     if (title.includes('fail5xx')) return reply(503, { message: 'Service Unavailable' })(req, res, raw);
     n += 1;
-    const created = reply(201, { number: n, html_url: `https://issues.example.test${req.url.split('?')[0]}/${n}` });
+    const created = reply(201, {
+      number: n,
+      html_url: `https://issues.example.test${req.url.split('?')[0]}/${n}`,
+    });
     if (title.includes('slow')) return delay(1200, created)(req, res, raw);
     return created(req, res, raw);
   };
