@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ProxyProcess, runCli, startProxyProcess } from '../helpers/proxy-process.js';
 import { openTestStore, storeTargets, type TestStore } from '../helpers/store.js';
 import {
+  commitThenDestroy,
   delay,
   type RecordedRequest,
   reply,
@@ -33,6 +34,7 @@ function issuesApi(): UpstreamHandler {
     const title = String((JSON.parse(req.body.toString() || '{}') as { title?: string }).title ?? '');
     if (title.includes('fail4xx')) return reply(422, { message: 'Validation Failed' })(req, res, raw);
     if (title.includes('fail5xx')) return reply(503, { message: 'Service Unavailable' })(req, res, raw);
+    if (title.includes('reset')) return commitThenDestroy()(req, res, raw);
     n += 1;
     const created = reply(201, {
       number: n,
@@ -255,6 +257,52 @@ for (const target of storeTargets()) {
         operation_id: first.headers['effectgate-operation'],
       });
       expect(issuesOf('fail5xx maybe done')).toHaveLength(1);
+    });
+
+    it('answers a lost response with a gate-made 502: sent_no_response, operation unknown, ids in headers', async () => {
+      const r = await createIssue({ title: 'reset after commit' });
+      expect(r.status).toBe(502);
+      expect(r.headers['content-type']).toBe('application/problem+json');
+      expect(r.headers['effectgate-verdict']).toBe('allow');
+      expect(r.headers['effectgate-operation']).toMatch(/^[0-9a-f-]{36}$/);
+      expect(r.headers['effectgate-attempt']).toMatch(/^[0-9a-f-]{36}$/);
+      expect(r.json).toMatchObject({
+        verdict: 'allow',
+        dispatch_state: 'sent_no_response',
+        operation_state: 'unknown',
+        operation_id: r.headers['effectgate-operation'],
+      });
+      expect(issuesOf('reset after commit')).toHaveLength(1);
+    });
+
+    it('answers an unreachable destination with 502 not_sent: nothing left the gate, the key is free again', async () => {
+      const closed = await startUpstream();
+      const port = closed.port;
+      await closed.close();
+      const send = async (): Promise<Sent> => {
+        const res = await request(`http://127.0.0.1:${port}/repos/acme/api/issues`, {
+          method: 'POST',
+          dispatcher: agent,
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ title: 'nobody home' }),
+        });
+        return {
+          status: res.statusCode,
+          headers: res.headers,
+          json: (await res.body.json()) as Record<string, unknown>,
+        };
+      };
+      const first = await send();
+      expect(first.status).toBe(502);
+      expect(first.json).toMatchObject({
+        verdict: 'allow',
+        dispatch_state: 'not_sent',
+        operation_state: 'failed',
+      });
+      // Definitely not done: the next proposal is allowed again, as attempt 2 of the same operation.
+      const second = await send();
+      expect(second.json).toMatchObject({ verdict: 'allow', dispatch_state: 'not_sent' });
+      expect(second.headers['effectgate-operation']).toBe(first.headers['effectgate-operation']);
     });
 
     it('governs tools without dedupe as a new operation each time', async () => {
