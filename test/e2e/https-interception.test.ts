@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
+import { EnvHttpProxyAgent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ProxyProcess, runCli, startProxyProcess } from '../helpers/proxy-process.js';
 import {
@@ -36,14 +37,27 @@ async function openTunnel(proxyPort: number, authority: string): Promise<Socket>
   return socket;
 }
 
-/** Reads from `tls` until `done` holds. */
-async function readUntil(tls: TLSSocket, done: (text: string) => boolean): Promise<string> {
+/**
+ * Collects what `tls` receives from now on (a listener stays attached, so no chunk is lost
+ * between two waits); `until()` resolves with the text once `done` holds, and clears it.
+ */
+function collect(tls: TLSSocket): (done: (text: string) => boolean) => Promise<string> {
   let text = '';
-  while (!done(text)) {
-    const [chunk] = (await once(tls, 'data')) as [Buffer];
+  let wake = (): void => {};
+  tls.on('data', (chunk: Buffer) => {
     text += chunk.toString('latin1');
-  }
-  return text;
+    wake();
+  });
+  return (done) =>
+    new Promise<string>((resolve) => {
+      wake = () => {
+        if (!done(text)) return;
+        const got = text;
+        text = '';
+        resolve(got);
+      };
+      wake();
+    });
 }
 
 describe('HTTPS interception through the proxy binary (pglite)', () => {
@@ -142,6 +156,32 @@ describe('HTTPS interception through the proxy binary (pglite)', () => {
     expect(issuesTitled('via python')).toHaveLength(1);
   });
 
+  it("Node fetch through undici's EnvHttpProxyAgent (trusting the CA) is governed the same way", async () => {
+    const agent = new EnvHttpProxyAgent({
+      httpsProxy: proxy.url,
+      noProxy: '',
+      requestTls: { ca: readFileSync(caPem, 'utf8') },
+    });
+    try {
+      const create = async (): Promise<[number, string | null]> => {
+        const res = await undiciFetch(`https://127.0.0.1:${upstream.port}/repos/acme/api/issues`, {
+          method: 'POST',
+          dispatcher: agent,
+          // Its own run: the loop breaker halts a run after three duplicates (the file's tests add up).
+          headers: { 'content-type': 'application/json', 'effectgate-run': 'node-fetch' },
+          body: JSON.stringify({ title: 'via node' }),
+        });
+        await res.arrayBuffer();
+        return [res.status, res.headers.get('effectgate-verdict')];
+      };
+      expect(await create()).toEqual([201, 'allow']);
+      expect(await create()).toEqual([409, 'duplicate']);
+      expect(issuesTitled('via node')).toHaveLength(1);
+    } finally {
+      await agent.close();
+    }
+  });
+
   it('serves several requests in one intercepted tunnel, with a leaf issued by the gate CA', async () => {
     const raw = await openTunnel(proxy.port, `127.0.0.1:${upstream.port}`);
     const tls = tlsConnect({ socket: raw, host: '127.0.0.1', ca: readFileSync(caPem) });
@@ -151,13 +191,14 @@ describe('HTTPS interception through the proxy binary (pglite)', () => {
     expect(leaf.checkIP('127.0.0.1')).toBe('127.0.0.1');
     const post = (title: string): string => {
       const body = JSON.stringify({ title });
-      return `POST /repos/acme/api/issues HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+      return `POST /repos/acme/api/issues HTTP/1.1\r\nHost: 127.0.0.1:${upstream.port}\r\ncontent-type: application/json\r\neffectgate-run: kept-alive\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
     };
+    const until = collect(tls);
     tls.write(post('kept alive'));
-    const first = await readUntil(tls, (t) => t.includes('issues.example.test/1'));
+    const first = await until((t) => t.includes('issues.example.test/1'));
     expect(first).toMatch(/^HTTP\/1\.1 201/);
     tls.write(post('kept alive'));
-    const second = await readUntil(tls, (t) => t.includes('"verdict":"duplicate"'));
+    const second = await until((t) => t.includes('"verdict":"duplicate"'));
     expect(second).toMatch(/^HTTP\/1\.1 409/);
     tls.destroy();
     expect(issuesTitled('kept alive')).toHaveLength(1);
