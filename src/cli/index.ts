@@ -1,5 +1,6 @@
 import { isEffectgateError } from '../errors.js';
 import { runAudit } from './audit-command.js';
+import { runCa } from './ca-command.js';
 import { runMigrate } from './migrate-command.js';
 import { runPolicies } from './policies-command.js';
 import { runProxy } from './proxy-command.js';
@@ -11,6 +12,7 @@ commands:
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
   audit verify       verify the hash-chained event log (exit 1 naming the first bad event)
   migrate            apply pending store migrations
+  ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
 
 Store: --store postgres://… | pglite:DIR (default: DATABASE_URL, else pglite:./.effectgate)`;
 
@@ -27,6 +29,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await runAudit(rest);
       case 'migrate':
         return await runMigrate(rest);
+      case 'ca':
+        return await runCa(rest);
       case undefined:
       case '-h':
       case '--help':

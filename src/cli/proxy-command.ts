@@ -1,9 +1,12 @@
+import { readFile } from 'node:fs/promises';
+import { rootCertificates } from 'node:tls';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer } from '../admin/index.js';
 import { checkPositiveInt, parseListen, parsePortList, scopeFromFlagsAndEnv } from '../config/index.js';
 import { createGate } from '../engine/index.js';
+import { EffectgateError } from '../errors.js';
 import { loadPolicies } from '../policy/index.js';
-import { createProxyServer } from '../proxy/index.js';
+import { CertificateAuthority, createProxyServer } from '../proxy/index.js';
 import { openStore, resolveStoreUrl } from '../store/index.js';
 import { jsonLogger } from './json-logger.js';
 
@@ -20,6 +23,8 @@ export const PROXY_OPTIONS = {
   'max-body-bytes': { type: 'string' },
   'allow-connect-ports': { type: 'string' },
   'run-id': { type: 'string' },
+  'ca-dir': { type: 'string' },
+  'upstream-ca': { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 /**
@@ -43,6 +48,10 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     values['allow-connect-ports'] === undefined
       ? [443, 80]
       : [443, 80, ...parsePortList('--allow-connect-ports', values['allow-connect-ports'])];
+  // Loaded before anything is opened, so a missing CA or trust file fails the start cleanly.
+  const ca = values['ca-dir'] === undefined ? undefined : await CertificateAuthority.load(values['ca-dir']);
+  const upstreamCa =
+    values['upstream-ca'] === undefined ? undefined : await readUpstreamCa(values['upstream-ca']);
   const logger = jsonLogger(process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info');
 
   const policies = await loadPolicies(values.policies);
@@ -56,7 +65,12 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
     logger,
   });
-  const proxy = createProxyServer({ gate, allowConnectPorts });
+  const proxy = createProxyServer({
+    gate,
+    allowConnectPorts,
+    ...(ca === undefined ? {} : { ca }),
+    ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
+  });
   const addr = await proxy.listen(listen.host, listen.port);
   const adminServer = admin === null ? null : createAdminServer({ store });
   const adminAddr =
@@ -70,6 +84,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       default: policies.default,
       scope,
       run: gate.runId,
+      https: ca === undefined ? 'tunnelled' : 'intercepted for governed hosts',
     },
     'effectgate proxy listening',
   );
@@ -90,4 +105,23 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   await Promise.allSettled([proxy.close(), adminServer?.close()]);
   await store.close();
   return 0;
+}
+
+/**
+ * The PEM trust anchors added to the system CAs for HTTPS upstreams. Node's `ca` option replaces
+ * the defaults, so the system store is prepended.
+ */
+async function readUpstreamCa(file: string): Promise<string> {
+  let pem: string;
+  try {
+    pem = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `--upstream-ca ${file}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `--upstream-ca ${file} holds no PEM certificate.`);
+  }
+  return [...rootCertificates, pem].join('\n');
 }

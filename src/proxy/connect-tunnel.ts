@@ -5,7 +5,9 @@
  * 1. Before anything is connected, the gate routes a head for the authority (method `CONNECT`,
  *    path `/`); a refusal (`default: block`) is answered on the raw socket.
  * 2. Once the tunnel is up, the client's first bytes say what it carries (DESIGN.md §4.2). A TLS
- *    handshake is relayed byte for byte. Anything else is plain HTTP/1.1 (undici's `ProxyAgent`
+ *    handshake is relayed byte for byte, unless the proxy has a local CA (`--ca-dir`) and some tool
+ *    names the host: then TLS is terminated with a leaf for the host and the decrypted stream is
+ *    served like plain HTTP, as `https://` requests. Anything else is plain HTTP/1.1 (undici's `ProxyAgent`
  *    and `EnvHttpProxyAgent` tunnel `http://` URLs by default): it is served by the proxy's own
  *    node:http server, where the `ForwardHandler` targets the tunnel's authority, so each request
  *    is routed and governed exactly like an absolute-form one.
@@ -15,7 +17,9 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler } from '../engine/index.js';
 import { normalizeHead, normalizeHost, problemResponse, upstreamFailedResponse } from '../engine/index.js';
+import type { CertificateAuthority } from './certificate-authority.js';
 import { errorCode, isTimeoutCode } from './classify-failure.js';
+import { interceptTls } from './intercept-tls.js';
 import { type Authority, parseAuthority } from './parse-target.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
@@ -30,6 +34,8 @@ export interface ConnectTunnelOptions {
   readonly tunnels: TunnelSockets;
   /** Serves plain HTTP/1.1 read from `socket` (the proxy's own node:http server). */
   readonly serveHttp: (socket: Duplex) => void;
+  /** The local CA: TLS to a governed host is intercepted with it. Absent: all TLS is relayed. */
+  readonly ca?: CertificateAuthority | undefined;
 }
 
 export const DEFAULT_CONNECT_PORTS: readonly number[] = [443, 80];
@@ -40,6 +46,7 @@ const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 const TLS_HANDSHAKE = 0x16;
 
 type TunnelState = 'connecting' | 'peeking' | 'relaying' | 'serving';
+type Carries = 'relaying' | 'serving' | 'intercepting';
 
 export class ConnectTunnel {
   readonly #gate: GateHandler;
@@ -47,6 +54,7 @@ export class ConnectTunnel {
   readonly #connectTimeoutMs: number;
   readonly #tunnels: TunnelSockets;
   readonly #serveHttp: (socket: Duplex) => void;
+  readonly #ca: CertificateAuthority | undefined;
 
   constructor(options: ConnectTunnelOptions) {
     this.#gate = options.gate;
@@ -54,6 +62,7 @@ export class ConnectTunnel {
     this.#connectTimeoutMs = options.connectTimeoutMs;
     this.#tunnels = options.tunnels;
     this.#serveHttp = options.serveHttp;
+    this.#ca = options.ca;
   }
 
   /** The server's `connect` listener: `client` is the raw client socket, `head` bytes already read. */
@@ -84,9 +93,9 @@ export class ConnectTunnel {
       );
       return;
     }
-    // No tool's method is CONNECT, so this head never routes to `govern`; what matters is
-    // `refuse` (a `default: block` policy): nothing is connected. Otherwise the tunnel opens and
-    // whatever plain HTTP it carries is routed request by request.
+    // `govern` means some tool names the host: its TLS may be intercepted. `refuse` (a
+    // `default: block` policy): nothing is connected. Otherwise the tunnel opens and whatever
+    // HTTP it carries is routed request by request.
     const decision = this.#gate.route(
       normalizeHead({
         scheme: port === 443 ? 'https' : 'http',
@@ -101,7 +110,8 @@ export class ConnectTunnel {
       writeRawResponse(client, decision.response);
       return;
     }
-    this.#open(client, head, { host: normalizeHost(host), port });
+    const intercept = decision.kind === 'govern' && this.#ca !== undefined;
+    this.#open(client, head, { host: normalizeHost(host), port }, intercept);
   }
 
   /**
@@ -109,7 +119,7 @@ export class ConnectTunnel {
    * tunnel that dies. A tunnel that turns out to carry plain HTTP drops this connection again: its
    * requests are dispatched by the forward handler's pools.
    */
-  #open(client: Duplex, head: Buffer, authority: Authority): void {
+  #open(client: Duplex, head: Buffer, authority: Authority, intercept: boolean): void {
     const upstream: Socket = connect({ host: authority.host, port: authority.port });
     let state: TunnelState = 'connecting';
     upstream.setTimeout(this.#connectTimeoutMs, () => {
@@ -126,14 +136,19 @@ export class ConnectTunnel {
         return;
       }
       client.write(ESTABLISHED);
-      this.#peek(client, head, upstream, (carries) => {
-        state = carries;
+      this.#peek(client, head, upstream, intercept, (carries) => {
         if (carries === 'relaying') {
+          state = carries;
           relay(client, upstream);
           return;
         }
+        state = 'serving';
         upstream.destroy();
-        this.#tunnels.add(client, authority);
+        if (carries === 'intercepting') {
+          this.#intercept(client, authority);
+          return;
+        }
+        this.#tunnels.add(client, { ...authority, scheme: 'http' });
         this.#serveHttp(client);
       });
     });
@@ -160,6 +175,23 @@ export class ConnectTunnel {
   }
 
   /**
+   * Serves the decrypted stream like plain HTTP; the upstream connection was only a reachability
+   * check, each request being dispatched over TLS by the forward handler's pools.
+   */
+  #intercept(client: Duplex, authority: Authority): void {
+    const ca = this.#ca;
+    if (ca === undefined) return;
+    interceptTls(client, authority.host, ca).then(
+      (tls) => {
+        this.#tunnels.add(tls, { ...authority, scheme: 'https' });
+        this.#serveHttp(tls);
+      },
+      // A leaf that cannot be issued leaves nothing to answer in: the client sees the tunnel close.
+      () => client.destroy(),
+    );
+  }
+
+  /**
    * Waits for the first bytes of the tunnel (the bytes sent with the CONNECT head count) and puts
    * them back (`unshift`) for whoever reads the stream next, then says what the tunnel carries.
    * HTTP is client-first: a destination that speaks first (SMTP, MySQL on an allowed port) is
@@ -169,11 +201,12 @@ export class ConnectTunnel {
     client: Duplex,
     head: Buffer,
     upstream: Socket,
-    decide: (carries: 'relaying' | 'serving') => void,
+    intercept: boolean,
+    decide: (carries: Carries) => void,
   ): void {
     if (head.length > 0) {
       client.unshift(head);
-      decide(this.#carries(head));
+      decide(carriesOf(head, intercept));
       return;
     }
     const stop = (): void => {
@@ -186,7 +219,7 @@ export class ConnectTunnel {
     const onClient = (chunk: Buffer): void => {
       stop();
       client.unshift(chunk);
-      decide(this.#carries(chunk));
+      decide(carriesOf(chunk, intercept));
     };
     const onUpstream = (chunk: Buffer): void => {
       stop();
@@ -202,17 +235,15 @@ export class ConnectTunnel {
     client.once('end', onClientEnd);
     upstream.on('data', onUpstream);
   }
+}
 
-  #carries(first: Buffer): 'relaying' | 'serving' {
-    if (first[0] === TLS_HANDSHAKE) {
-      // TLS is relayed byte for byte, unread: HTTPS to governed hosts is NOT governed yet. HTTPS
-      // interception (a later issue) goes here and only here: for a host the gate governs,
-      // terminate TLS with the local CA and serve the decrypted stream like plain HTTP below
-      // (scheme https); every other TLS tunnel keeps being relayed.
-      return 'relaying';
-    }
-    return 'serving';
-  }
+/**
+ * TLS is relayed byte for byte, unread, unless `intercept` (a local CA and a host some tool
+ * names): hosts no tool names are never decrypted.
+ */
+function carriesOf(first: Buffer, intercept: boolean): Carries {
+  if (first[0] === TLS_HANDSHAKE) return intercept ? 'intercepting' : 'relaying';
+  return 'serving';
 }
 
 /** Byte-for-byte relay both ways, with backpressure and half-close. */

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GateHandler, GateRequestHead, GateResponse } from '../engine/index.js';
 import { normalizeHead, problemResponse } from '../engine/index.js';
-import { type Authority, parseAbsoluteTarget, parseTunnelTarget } from './parse-target.js';
+import { parseAbsoluteTarget, parseTunnelTarget, type TunnelAuthority } from './parse-target.js';
 import { declaredLength, drainRequest, hasBody, readBody } from './request-body.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import type { UpstreamClient } from './upstream-client.js';
@@ -31,13 +31,18 @@ export type ResolvedRequest =
  * Parses the target (absolute-form, or any form inside the CONNECT tunnel to `tunnel`) and
  * normalizes the head; shared with the upgrade path.
  */
-export function resolveRequest(gate: GateHandler, req: IncomingMessage, tunnel?: Authority): ResolvedRequest {
+export function resolveRequest(
+  gate: GateHandler,
+  req: IncomingMessage,
+  tunnel?: TunnelAuthority,
+): ResolvedRequest {
   const url = req.url ?? '';
   const parsed =
     tunnel === undefined ? parseAbsoluteTarget(url) : parseTunnelTarget(url, tunnel, req.headers.host);
   if (!parsed.ok) return { ok: false, response: gate.refuse(null, 'bad_request', parsed.reason) };
   const target = parsed.value;
-  if (target.scheme === 'https') {
+  // Inside an intercepted TLS tunnel the target is https (the gate terminated TLS for it).
+  if (target.scheme === 'https' && tunnel?.scheme !== 'https') {
     const detail =
       'https:// URLs are not sent to the proxy as absolute-form requests: the client must open a CONNECT tunnel (use HTTPS_PROXY).';
     return { ok: false, response: gate.refuse(null, 'bad_request', detail) };

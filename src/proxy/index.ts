@@ -1,3 +1,12 @@
+export {
+  CA_CERT_FILE,
+  CA_KEY_FILE,
+  CertificateAuthority,
+  type CertificateAuthorityOptions,
+  type InitCaOptions,
+  initCertificateAuthority,
+  type LeafCertificate,
+} from './certificate-authority.js';
 export { classifyFailure, type UpstreamFailure } from './classify-failure.js';
 export {
   createProxyServer,

@@ -11,6 +11,11 @@ export interface Authority {
   readonly port: number;
 }
 
+/** A CONNECT tunnel's authority and what its requests are: plain HTTP, or intercepted HTTPS. */
+export interface TunnelAuthority extends Authority {
+  readonly scheme: 'http' | 'https';
+}
+
 export interface AbsoluteTarget extends Authority {
   readonly scheme: 'http' | 'https';
   /** Path plus `?query`, fragment removed, `/` when the URL had no path. */
@@ -88,13 +93,13 @@ export function parseAuthority(authority: string, defaultPort: number | null): P
  */
 export function parseTunnelTarget(
   target: string,
-  tunnel: Authority,
+  tunnel: TunnelAuthority,
   host: string | undefined,
 ): ParseResult<AbsoluteTarget> {
   const name = formatAuthority(tunnel.host, tunnel.port);
   if (SCHEME_PREFIX.test(target)) {
     const absolute = parseAbsoluteTarget(target);
-    if (absolute.ok && !sameAuthority(absolute.value, tunnel)) {
+    if (absolute.ok && (absolute.value.scheme !== tunnel.scheme || !sameAuthority(absolute.value, tunnel))) {
       return {
         ok: false,
         reason: `This tunnel was opened to ${name}; it cannot carry a request for ${target}.`,
@@ -106,7 +111,7 @@ export function parseTunnelTarget(
     return { ok: false, reason: `Requests inside the tunnel to ${name} must use origin-form (/path).` };
   }
   if (host !== undefined) {
-    const given = parseAuthority(host, DEFAULT_PORTS.http);
+    const given = parseAuthority(host, DEFAULT_PORTS[tunnel.scheme]);
     if (!given.ok || !sameAuthority(given.value, tunnel)) {
       return {
         ok: false,
@@ -116,7 +121,7 @@ export function parseTunnelTarget(
   }
   const hash = target.indexOf('#');
   const pathAndQuery = hash === -1 ? target : target.slice(0, hash);
-  return { ok: true, value: { scheme: 'http', host: tunnel.host, port: tunnel.port, pathAndQuery } };
+  return { ok: true, value: { scheme: tunnel.scheme, host: tunnel.host, port: tunnel.port, pathAndQuery } };
 }
 
 function sameAuthority(a: Authority, b: Authority): boolean {

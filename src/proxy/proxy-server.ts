@@ -1,13 +1,15 @@
 /**
  * The forward proxy's node:http front: wiring only. Requests go to the `ForwardHandler`, CONNECT to
  * the `ConnectTunnel`, upgrades to the `UpgradeTunnel`; verdicts come from the `GateHandler`. A
- * CONNECT tunnel carrying plain HTTP comes back to this same server as a new connection.
+ * CONNECT tunnel carrying plain HTTP (or intercepted HTTPS, decrypted) comes back to this same
+ * server as a new connection.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler, GateResponse } from '../engine/index.js';
 import { problemResponse } from '../engine/index.js';
+import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ForwardHandler } from './forward-handler.js';
 import { TunnelSockets } from './tunnel-sockets.js';
@@ -30,6 +32,8 @@ export interface ProxyServerOptions {
   /** Ports CONNECT may reach. Default `[443, 80]`. */
   readonly allowConnectPorts?: readonly number[];
   readonly timeouts?: ProxyServerTimeouts;
+  /** The local CA (`--ca-dir`): HTTPS to hosts some tool names is intercepted and governed. */
+  readonly ca?: CertificateAuthority;
 }
 
 export interface ProxyServer {
@@ -58,6 +62,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     allowPorts: options.allowConnectPorts ?? DEFAULT_CONNECT_PORTS,
     connectTimeoutMs: options.upstream?.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     tunnels,
+    ca: options.ca,
     serveHttp: (socket) => {
       // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
       // the same listeners, timeouts and keep-alive as any client connection.

@@ -66,7 +66,7 @@ describe('parseAuthority', () => {
 });
 
 describe('parseTunnelTarget', () => {
-  const tunnel = { host: 'api.example.com', port: 8080 };
+  const tunnel = { scheme: 'http', host: 'api.example.com', port: 8080 } as const;
 
   it('turns origin-form into the tunnel authority, whatever the spelling of a matching Host', () => {
     const expected = {
@@ -87,7 +87,17 @@ describe('parseTunnelTarget', () => {
   });
 
   it('defaults a Host without port to 80', () => {
-    expect(parseTunnelTarget('/', { host: 'h', port: 80 }, 'h')).toMatchObject({ ok: true });
+    expect(parseTunnelTarget('/', { scheme: 'http', host: 'h', port: 80 }, 'h')).toMatchObject({ ok: true });
+  });
+
+  it('gives an intercepted TLS tunnel https targets, Host defaulting to 443, and no http ones', () => {
+    const secure = { scheme: 'https', host: 'h', port: 443 } as const;
+    expect(parseTunnelTarget('/p', secure, 'h')).toEqual({
+      ok: true,
+      value: { scheme: 'https', host: 'h', port: 443, pathAndQuery: '/p' },
+    });
+    expect(parseTunnelTarget('https://h/p', secure, undefined)).toMatchObject({ ok: true });
+    expect(parseTunnelTarget('http://h:443/p', secure, undefined)).toMatchObject({ ok: false });
   });
 
   it('accepts absolute-form for the tunnel authority only, ignoring Host', () => {

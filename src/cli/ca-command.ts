@@ -1,0 +1,30 @@
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { EffectgateError } from '../errors.js';
+import { CA_CERT_FILE, CA_KEY_FILE, initCertificateAuthority } from '../proxy/index.js';
+
+const USAGE = 'usage: effectgate ca init --dir DIR [--force]';
+
+/**
+ * `effectgate ca init --dir DIR [--force]`: creates the local CA the proxy intercepts HTTPS with
+ * (`--ca-dir`). Prints where the certificate is, never the key.
+ */
+export async function runCa(argv: readonly string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'init') {
+    process.stderr.write(`effectgate: unknown ca command ${JSON.stringify(sub ?? '')}\n${USAGE}\n`);
+    return 2;
+  }
+  const { values } = parseArgs({
+    args: rest,
+    options: { dir: { type: 'string' }, force: { type: 'boolean', default: false } },
+  });
+  if (values.dir === undefined || values.dir === '') {
+    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `--dir is required (${USAGE}).`);
+  }
+  await initCertificateAuthority({ dir: values.dir, force: values.force });
+  process.stdout.write(
+    `CA created: ${join(values.dir, CA_CERT_FILE)} (trust this in clients; the key ${join(values.dir, CA_KEY_FILE)} stays private)\n`,
+  );
+  return 0;
+}
