@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { rootCertificates } from 'node:tls';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer } from '../admin/index.js';
 import { checkPositiveInt, parseListen, parsePortList, scopeFromFlagsAndEnv } from '../config/index.js';
@@ -123,5 +122,5 @@ async function readUpstreamCa(file: string): Promise<string> {
   if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
     throw new EffectgateError('EG_ERR_CONFIG_INVALID', `--upstream-ca ${file} holds no PEM certificate.`);
   }
-  return [...rootCertificates, pem].join('\n');
+  return pem;
 }

@@ -8,6 +8,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import { rootCertificates } from 'node:tls';
 import { Agent, type Dispatcher } from 'undici';
 import type { HeaderMap, UpstreamRequest, UpstreamResult, UpstreamSender } from '../engine/index.js';
 import { formatAuthority, stripHopByHop, upstreamFailedResponse } from '../engine/index.js';
@@ -23,7 +24,10 @@ export interface UpstreamClientOptions {
   readonly bodyTimeoutMs?: number;
   /** Largest governed response body buffered by `send()`. Default 8 MiB. */
   readonly maxResponseBytes?: number;
-  /** Extra trust anchors (PEM) for HTTPS upstreams, e.g. `--upstream-ca`. */
+  /**
+   * Extra trust anchors (PEM) for HTTPS upstreams, e.g. `--upstream-ca`: trusted IN ADDITION to the
+   * system roots (Node's own `ca` option would replace them, so they are added back here).
+   */
   readonly ca?: string | Buffer;
 }
 
@@ -81,7 +85,7 @@ class UndiciUpstreamClient implements UpstreamClient {
     this.#maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     const connect: { timeout?: number; ca?: string | Buffer } = {};
     if (options.connectTimeoutMs !== undefined) connect.timeout = options.connectTimeoutMs;
-    if (options.ca !== undefined) connect.ca = options.ca;
+    if (options.ca !== undefined) connect.ca = [...rootCertificates, String(options.ca)].join('\n');
     this.#agent = new Agent({
       connections: null,
       pipelining: 1,
