@@ -8,7 +8,8 @@ import { runProxy } from './proxy-command.js';
 const USAGE = `usage: effectgate <command> [options]
 
 commands:
-  proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent)
+  proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent | --agents,
+                     --ca-dir, --upstream-ca)
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
   audit verify       verify the hash-chained event log (exit 1 naming the first bad event)
   migrate            apply pending store migrations

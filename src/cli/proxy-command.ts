@@ -1,7 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer } from '../admin/index.js';
-import { checkPositiveInt, parseListen, parsePortList, scopeFromFlagsAndEnv } from '../config/index.js';
+import {
+  checkPositiveInt,
+  loadAgentsFile,
+  parseListen,
+  parsePortList,
+  scopeFromFlagsAndEnv,
+} from '../config/index.js';
 import { createGate } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies } from '../policy/index.js';
@@ -18,6 +24,7 @@ export const PROXY_OPTIONS = {
   tenant: { type: 'string' },
   area: { type: 'string' },
   agent: { type: 'string' },
+  agents: { type: 'string' },
   'no-migrate': { type: 'boolean', default: false },
   'max-body-bytes': { type: 'string' },
   'allow-connect-ports': { type: 'string' },
@@ -38,7 +45,18 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   });
   const listen = parseListen('--listen', values.listen);
   const admin = values.admin === undefined ? null : parseListen('--admin', values.admin);
+  if (
+    values.agents !== undefined &&
+    [values.tenant, values.area, values.agent].some((v) => v !== undefined)
+  ) {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      '--agents cannot be combined with --tenant/--area/--agent: with an agents file every scope comes from the credential.',
+    );
+  }
+  // With --agents every request carries its own scope; this one is never used for a request then.
   const scope = scopeFromFlagsAndEnv(values);
+  const agents = values.agents === undefined ? undefined : await loadAgentsFile(values.agents);
   const maxBodyBytes =
     values['max-body-bytes'] === undefined
       ? undefined
@@ -67,6 +85,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const proxy = createProxyServer({
     gate,
     allowConnectPorts,
+    ...(agents === undefined ? {} : { agents }),
     ...(ca === undefined ? {} : { ca }),
     ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
   });
@@ -81,7 +100,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       store: store.kind === 'postgres' ? 'postgres' : storeUrl,
       tools: policies.tools.map((t) => t.id),
       default: policies.default,
-      scope,
+      scope: agents === undefined ? scope : `per credential (${agents.size} agents from ${values.agents})`,
       run: gate.runId,
       https: ca === undefined ? 'tunnelled' : 'intercepted for governed hosts',
     },

@@ -1,1 +1,2 @@
+export * from './agents-file.js';
 export * from './gate-config.js';

@@ -25,14 +25,18 @@ const silent: GateLogger = { info() {}, warn() {}, error() {} };
  *
  * @example
  * import { createGate } from 'effectgate';
+ * import { gateInterceptor } from 'effectgate/undici';
+ * import { Agent, setGlobalDispatcher } from 'undici';
  *
  * const gate = await createGate({
  *   policies: './policies',
  *   store: 'pglite:./.effectgate',
  *   scope: { tenant: 'acme', area: 'support', agent: 'triage-bot' },
  * });
- * // Any adapter then calls gate.route(head) and gate.handle(request, send); the forward proxy
- * // (`effectgate proxy`) is one. The in-process undici interceptor is a planned second adapter.
+ * // In process: every fetch() and undici request of this process now goes through the gate.
+ * setGlobalDispatcher(new Agent().compose(gateInterceptor(gate, { run: 'nightly-triage-42' })));
+ * // The forward proxy (`effectgate proxy`) is the other front door; both adapters call
+ * // gate.route(head) and gate.handle(request, send) on the same engine.
  */
 export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const scope = checkScope(options.scope);

@@ -142,12 +142,13 @@ export class Gate implements GateHandler {
     const tool = chosen.tool;
     const args: ArgumentDocument = { ...args0, path: chosen.params };
     const ctx = request.context;
+    const scope = request.scope ?? o.scope;
     const common = {
       runId: ctx.run ?? o.runId,
       step: ctx.step,
       worker: ctx.worker,
       agentVersion: ctx.agentVersion,
-      scope: o.scope,
+      scope,
       toolId: tool.id,
       explain: tool.match.explain(),
       maxDuplicateSkips: o.policies.loopBreaker.maxDuplicateSkips,
@@ -165,7 +166,7 @@ export class Gate implements GateHandler {
     let key: DedupeKeyInput | null = null;
     let keyError: string | null = null;
     if (tool.dedupe !== null) {
-      const k = buildSemanticKey(tool, o.scope, args);
+      const k = buildSemanticKey(tool, scope, args);
       if (k.ok) {
         key = {
           hash: k.hash,

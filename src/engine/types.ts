@@ -3,7 +3,7 @@
  * from. Adapters never decide verdicts: they call `Gate.route()` on the request head, stream
  * ungoverned traffic themselves, and hand governed requests (body buffered) to `Gate.handle()`.
  */
-import type { DispatchState } from '../store/index.js';
+import type { DispatchState, Scope } from '../store/index.js';
 
 /** Header values as node:http gives them: lower-case names. */
 export type HeaderMap = Record<string, string | string[] | undefined>;
@@ -33,6 +33,12 @@ export interface GateRequestHead {
   /** End-to-end request headers to forward (lower-case names). */
   readonly headers: HeaderMap;
   readonly context: GateContext;
+  /**
+   * The scope of this request, set ONLY by an adapter from an authenticated credential (the proxy's
+   * agents file); `normalizeHead` never sets it and no request header can. Absent: the gate's own
+   * scope (sidecar flags, constructor options).
+   */
+  readonly scope?: Scope;
 }
 
 export interface GateRequest extends GateRequestHead {

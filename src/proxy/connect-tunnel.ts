@@ -16,11 +16,19 @@ import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler } from '../engine/index.js';
-import { normalizeHead, normalizeHost, problemResponse, upstreamFailedResponse } from '../engine/index.js';
+import {
+  errorCode,
+  isTimeoutCode,
+  normalizeHead,
+  normalizeHost,
+  problemResponse,
+  upstreamFailedResponse,
+} from '../engine/index.js';
+import type { Scope } from '../store/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
-import { errorCode, isTimeoutCode } from './classify-failure.js';
 import { interceptTls } from './intercept-tls.js';
 import { type Authority, parseAuthority } from './parse-target.js';
+import type { ProxyAuthenticator } from './proxy-auth.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
 
@@ -36,6 +44,11 @@ export interface ConnectTunnelOptions {
   readonly serveHttp: (socket: Duplex) => void;
   /** The local CA: TLS to a governed host is intercepted with it. Absent: all TLS is relayed. */
   readonly ca?: CertificateAuthority | undefined;
+  /**
+   * Agents file credentials: the CONNECT itself must carry them, and every request inside the
+   * tunnel inherits the scope they prove. Absent: sidecar mode.
+   */
+  readonly auth?: ProxyAuthenticator | undefined;
 }
 
 export const DEFAULT_CONNECT_PORTS: readonly number[] = [443, 80];
@@ -55,6 +68,7 @@ export class ConnectTunnel {
   readonly #tunnels: TunnelSockets;
   readonly #serveHttp: (socket: Duplex) => void;
   readonly #ca: CertificateAuthority | undefined;
+  readonly #auth: ProxyAuthenticator | undefined;
 
   constructor(options: ConnectTunnelOptions) {
     this.#gate = options.gate;
@@ -63,6 +77,7 @@ export class ConnectTunnel {
     this.#tunnels = options.tunnels;
     this.#serveHttp = options.serveHttp;
     this.#ca = options.ca;
+    this.#auth = options.auth;
   }
 
   /** The server's `connect` listener: `client` is the raw client socket, `head` bytes already read. */
@@ -73,6 +88,15 @@ export class ConnectTunnel {
       const detail = 'CONNECT is not accepted inside a CONNECT tunnel.';
       writeRawResponse(client, this.#gate.refuse(null, 'bad_request', detail));
       return;
+    }
+    let scope: Scope | undefined;
+    if (this.#auth !== undefined) {
+      const proved = this.#auth.authenticate(req.headers);
+      if (!proved.ok) {
+        writeRawResponse(client, proved.response);
+        return;
+      }
+      scope = proved.scope;
     }
     const parsed = parseAuthority(req.url ?? '', null);
     if (!parsed.ok) {
@@ -111,7 +135,7 @@ export class ConnectTunnel {
       return;
     }
     const intercept = decision.kind === 'govern' && this.#ca !== undefined;
-    this.#open(client, head, { host: normalizeHost(host), port }, intercept);
+    this.#open(client, head, { host: normalizeHost(host), port }, intercept, scope);
   }
 
   /**
@@ -119,7 +143,13 @@ export class ConnectTunnel {
    * tunnel that dies. A tunnel that turns out to carry plain HTTP drops this connection again: its
    * requests are dispatched by the forward handler's pools.
    */
-  #open(client: Duplex, head: Buffer, authority: Authority, intercept: boolean): void {
+  #open(
+    client: Duplex,
+    head: Buffer,
+    authority: Authority,
+    intercept: boolean,
+    scope: Scope | undefined,
+  ): void {
     const upstream: Socket = connect({ host: authority.host, port: authority.port });
     let state: TunnelState = 'connecting';
     upstream.setTimeout(this.#connectTimeoutMs, () => {
@@ -145,10 +175,10 @@ export class ConnectTunnel {
         state = 'serving';
         upstream.destroy();
         if (carries === 'intercepting') {
-          this.#intercept(client, authority);
+          this.#intercept(client, authority, scope);
           return;
         }
-        this.#tunnels.add(client, { ...authority, scheme: 'http' });
+        this.#tunnels.add(client, { ...authority, scheme: 'http' }, scope);
         this.#serveHttp(client);
       });
     });
@@ -178,12 +208,12 @@ export class ConnectTunnel {
    * Serves the decrypted stream like plain HTTP; the upstream connection was only a reachability
    * check, each request being dispatched over TLS by the forward handler's pools.
    */
-  #intercept(client: Duplex, authority: Authority): void {
+  #intercept(client: Duplex, authority: Authority, scope: Scope | undefined): void {
     const ca = this.#ca;
     if (ca === undefined) return;
     interceptTls(client, authority.host, ca).then(
       (tls) => {
-        this.#tunnels.add(tls, { ...authority, scheme: 'https' });
+        this.#tunnels.add(tls, { ...authority, scheme: 'https' }, scope);
         this.#serveHttp(tls);
       },
       // A leaf that cannot be issued leaves nothing to answer in: the client sees the tunnel close.

@@ -6,7 +6,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GateHandler, GateRequestHead, GateResponse } from '../engine/index.js';
 import { normalizeHead, problemResponse } from '../engine/index.js';
-import { parseAbsoluteTarget, parseTunnelTarget, type TunnelAuthority } from './parse-target.js';
+import { parseAbsoluteTarget, parseTunnelTarget } from './parse-target.js';
+import type { ProxyAuthenticator } from './proxy-auth.js';
 import { declaredLength, drainRequest, hasBody, readBody } from './request-body.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import type { UpstreamClient } from './upstream-client.js';
@@ -17,6 +18,8 @@ export interface ForwardHandlerOptions {
   readonly upstream: UpstreamClient;
   /** Sockets that are CONNECT tunnels carrying plain HTTP. */
   readonly tunnels: TunnelSockets;
+  /** Agents file credentials (`--agents`): every request must prove its scope. Absent: sidecar. */
+  readonly auth?: ProxyAuthenticator | undefined;
 }
 
 /**
@@ -28,14 +31,29 @@ export type ResolvedRequest =
   | { readonly ok: false; readonly response: GateResponse };
 
 /**
- * Parses the target (absolute-form, or any form inside the CONNECT tunnel to `tunnel`) and
- * normalizes the head; shared with the upgrade path.
+ * Authenticates the request (with `auth`; inside a CONNECT tunnel the tunnel's scope is
+ * inherited), parses the target (absolute-form, or any form inside the tunnel `socket` is) and
+ * normalizes the head; shared with the upgrade path. The head's `scope` comes only from here.
  */
 export function resolveRequest(
   gate: GateHandler,
   req: IncomingMessage,
-  tunnel?: TunnelAuthority,
+  socket: object,
+  tunnels: TunnelSockets,
+  auth: ProxyAuthenticator | undefined,
 ): ResolvedRequest {
+  const inTunnel = tunnels.tunnelOf(socket);
+  let scope = inTunnel?.scope;
+  if (auth !== undefined && inTunnel === undefined) {
+    const proved = auth.authenticate(req.headers);
+    if (!proved.ok) return { ok: false, response: proved.response };
+    scope = proved.scope;
+  }
+  if (auth !== undefined && scope === undefined) {
+    // Unreachable: every tunnel of an authenticating proxy was opened by an authenticated CONNECT.
+    return { ok: false, response: gate.refuse(null, 'proxy_auth_required', 'No agent credentials.') };
+  }
+  const tunnel = inTunnel?.authority;
   const url = req.url ?? '';
   const parsed =
     tunnel === undefined ? parseAbsoluteTarget(url) : parseTunnelTarget(url, tunnel, req.headers.host);
@@ -47,7 +65,7 @@ export function resolveRequest(
       'https:// URLs are not sent to the proxy as absolute-form requests: the client must open a CONNECT tunnel (use HTTPS_PROXY).';
     return { ok: false, response: gate.refuse(null, 'bad_request', detail) };
   }
-  const head = normalizeHead({
+  const normalized = normalizeHead({
     scheme: target.scheme,
     method: req.method ?? 'GET',
     host: target.host,
@@ -55,6 +73,7 @@ export function resolveRequest(
     pathAndQuery: target.pathAndQuery,
     headers: req.headers,
   });
+  const head: GateRequestHead = scope === undefined ? normalized : { ...normalized, scope };
   // The destination gets the path the gate classified (see `normalizePath`), never the raw one.
   const q = target.pathAndQuery.indexOf('?');
   const pathAndQuery = q === -1 ? head.path : `${head.path}${target.pathAndQuery.slice(q)}`;
@@ -65,11 +84,13 @@ export class ForwardHandler {
   readonly #gate: GateHandler;
   readonly #upstream: UpstreamClient;
   readonly #tunnels: TunnelSockets;
+  readonly #auth: ProxyAuthenticator | undefined;
 
   constructor(options: ForwardHandlerOptions) {
     this.#gate = options.gate;
     this.#upstream = options.upstream;
     this.#tunnels = options.tunnels;
+    this.#auth = options.auth;
   }
 
   /**
@@ -95,7 +116,7 @@ export class ForwardHandler {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
-    const resolved = resolveRequest(this.#gate, req, this.#tunnels.authorityOf(req.socket));
+    const resolved = resolveRequest(this.#gate, req, req.socket, this.#tunnels, this.#auth);
     if (!resolved.ok) {
       this.#refuse(req, res, resolved.response);
       return;
@@ -158,7 +179,7 @@ export class ForwardHandler {
 
   /** Answers without reading the body, then drains what the client still sends. */
   #refuse(req: IncomingMessage, res: ServerResponse, response: GateResponse): void {
-    writeGateResponse(res, response, req.method ?? 'GET');
+    writeGateResponse(res, response, req.method ?? 'GET', true);
     drainRequest(req);
   }
 }

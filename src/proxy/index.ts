@@ -7,7 +7,7 @@ export {
   initCertificateAuthority,
   type LeafCertificate,
 } from './certificate-authority.js';
-export { classifyFailure, type UpstreamFailure } from './classify-failure.js';
+export { type AuthResult, PROXY_AUTHENTICATE, ProxyAuthenticator } from './proxy-auth.js';
 export {
   createProxyServer,
   type ProxyServer,

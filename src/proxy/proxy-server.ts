@@ -7,11 +7,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { AgentRegistry } from '../config/index.js';
 import type { GateHandler, GateResponse } from '../engine/index.js';
 import { problemResponse } from '../engine/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ForwardHandler } from './forward-handler.js';
+import { ProxyAuthenticator } from './proxy-auth.js';
 import { TunnelSockets } from './tunnel-sockets.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
@@ -34,6 +36,12 @@ export interface ProxyServerOptions {
   readonly timeouts?: ProxyServerTimeouts;
   /** The local CA (`--ca-dir`): HTTPS to hosts some tool names is intercepted and governed. */
   readonly ca?: CertificateAuthority;
+  /**
+   * The agents file (`--agents`): every request, CONNECT and upgrade must carry one of its
+   * credentials in `Proxy-Authorization` (else 407), and its scope is the credential's. Absent: the
+   * gate's own scope (sidecar mode).
+   */
+  readonly agents?: AgentRegistry;
 }
 
 export interface ProxyServer {
@@ -49,7 +57,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const { gate } = options;
   const upstream = createUpstreamClient(options.upstream);
   const tunnels = new TunnelSockets();
-  const forward = new ForwardHandler({ gate, upstream, tunnels });
+  const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
+  const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
   const timeouts = options.timeouts ?? {};
 
   const server = createServer({
@@ -63,6 +72,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     connectTimeoutMs: options.upstream?.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     tunnels,
     ca: options.ca,
+    auth,
     serveHttp: (socket) => {
       // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
       // the same listeners, timeouts and keep-alive as any client connection.
@@ -70,7 +80,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       socket.resume();
     },
   });
-  const upgrade = new UpgradeTunnel(gate, tunnels);
+  const upgrade = new UpgradeTunnel(gate, tunnels, auth);
   server.on('request', (req, res) => forward.handle(req, res));
   server.on('checkContinue', (req, res) => forward.handle(req, res, true));
   server.on('connect', (req, socket, head) => tunnel.handle(req, socket, head));

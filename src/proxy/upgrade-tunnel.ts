@@ -7,9 +7,9 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import type { GateHandler } from '../engine/index.js';
-import { formatAuthority, upstreamFailedResponse } from '../engine/index.js';
-import { errorCode, isTimeoutCode } from './classify-failure.js';
+import { errorCode, formatAuthority, isTimeoutCode, upstreamFailedResponse } from '../engine/index.js';
 import { resolveRequest } from './forward-handler.js';
+import type { ProxyAuthenticator } from './proxy-auth.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
 
@@ -17,10 +17,12 @@ export class UpgradeTunnel {
   readonly #gate: GateHandler;
   readonly #proxy: ProxyServer;
   readonly #tunnels: TunnelSockets;
+  readonly #auth: ProxyAuthenticator | undefined;
 
-  constructor(gate: GateHandler, tunnels: TunnelSockets) {
+  constructor(gate: GateHandler, tunnels: TunnelSockets, auth?: ProxyAuthenticator) {
     this.#gate = gate;
     this.#tunnels = tunnels;
+    this.#auth = auth;
     this.#proxy = createProxyServer({ ws: true, changeOrigin: true, xfwd: false });
     // http-proxy-3 rethrows errors nobody listens to; socket errors reach here after the upgrade.
     this.#proxy.on('error', (_err: Error, _req: unknown, target: unknown) => {
@@ -31,7 +33,7 @@ export class UpgradeTunnel {
   /** The server's `upgrade` listener. */
   handle(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
-    const resolved = resolveRequest(this.#gate, req, this.#tunnels.authorityOf(socket));
+    const resolved = resolveRequest(this.#gate, req, socket, this.#tunnels, this.#auth);
     if (!resolved.ok) {
       writeRawResponse(socket, resolved.response);
       return;

@@ -11,8 +11,14 @@ import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { Agent, type Dispatcher } from 'undici';
 import type { HeaderMap, UpstreamRequest, UpstreamResult, UpstreamSender } from '../engine/index.js';
-import { formatAuthority, stripHopByHop, upstreamFailedResponse } from '../engine/index.js';
-import { classifyFailure, errorCode, isTimeoutCode } from './classify-failure.js';
+import {
+  classifyFailure,
+  errorCode,
+  formatAuthority,
+  isTimeoutCode,
+  stripHopByHop,
+  upstreamFailedResponse,
+} from '../engine/index.js';
 import { writeGateResponse } from './write-response.js';
 
 export interface UpstreamClientOptions {

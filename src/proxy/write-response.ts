@@ -11,9 +11,18 @@ import { stripHopByHop } from '../engine/index.js';
  * representation's; a HEAD response keeps the length a GET would have had, so a given value is
  * relayed as is. Everything else gets the length of the bytes actually sent.
  */
-export function writeGateResponse(res: ServerResponse, response: GateResponse, method: string): void {
+export function writeGateResponse(
+  res: ServerResponse,
+  response: GateResponse,
+  method: string,
+  gateMade = false,
+): void {
   if (res.destroyed || res.writableEnded) return;
   const headers = stripHopByHop(response.headers);
+  // A refusal made by the gate itself may carry this hop's own challenge (the 407 of proxy
+  // authentication); an upstream's Proxy-Authenticate is never relayed.
+  const challenge = gateMade ? response.headers['proxy-authenticate'] : undefined;
+  if (challenge !== undefined) headers['proxy-authenticate'] = challenge;
   const given = headers['content-length'];
   delete headers['content-length'];
   const bodyless =

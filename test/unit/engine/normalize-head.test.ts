@@ -229,3 +229,23 @@ describe('stripHopByHop', () => {
     });
   });
 });
+
+describe('normalizeHead and scope', () => {
+  it('never sets a scope, whatever the headers say', () => {
+    const head = normalizeHead({
+      scheme: 'http',
+      method: 'POST',
+      host: 'api.example.test',
+      port: 80,
+      pathAndQuery: '/x',
+      headers: {
+        scope: 'evil',
+        'effectgate-scope': 'evil',
+        'effectgate-tenant': 'evil',
+        'proxy-authorization': 'Basic ZXZpbDpldmls',
+      },
+    });
+    expect('scope' in head).toBe(false);
+    expect(head.headers['proxy-authorization']).toBeUndefined();
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyFailure, errorCode } from '../../../src/proxy/classify-failure.js';
+import { classifyFailure, errorCode } from '../../../src/engine/classify-failure.js';
 
 function err(code: string): Error {
   return Object.assign(new Error(code), { code });

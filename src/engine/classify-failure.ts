@@ -12,7 +12,7 @@
  * Everything else (a reset or close after writing began, a headers or body timeout, an abort, an
  * unknown error) is `sent_no_response`: the destination may have performed the effect.
  */
-import type { UpstreamResult } from '../engine/index.js';
+import type { UpstreamResult } from './types.js';
 
 export type UpstreamFailure = Extract<UpstreamResult, { kind: 'failure' }>;
 
