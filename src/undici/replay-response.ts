@@ -1,0 +1,149 @@
+/** Answering the caller's handler with a gate-made or buffered response, without an upstream. */
+import { STATUS_CODES } from 'node:http';
+import type { Dispatcher } from 'undici';
+import type { GateResponse } from '../engine/index.js';
+
+const EMPTY = new Uint8Array(0);
+
+type Handler = Dispatcher.DispatchHandler;
+
+// ---------------------------------------------------------------------------------------------
+// Answering the caller's handler without an upstream.
+
+/**
+ * Plays a complete `GateResponse` into a dispatch handler: request start, response head, body,
+ * end; honours `pause()`/`resume()` and `abort()` as undici's own controller does.
+ */
+export class ReplayController implements Dispatcher.DispatchController {
+  readonly #handler: Handler;
+  readonly #response: GateResponse;
+  readonly #withBody: boolean;
+  #step = 0;
+  #paused = false;
+  #aborted = false;
+  #done = false;
+  #reason: Error | null = null;
+
+  constructor(handler: Handler, response: GateResponse, withBody: boolean) {
+    this.#handler = handler;
+    this.#response = response;
+    this.#withBody = withBody;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  get reason(): Error | null {
+    return this.#reason;
+  }
+
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    queueMicrotask(() => this.run());
+  }
+
+  abort(reason: Error): void {
+    if (this.#aborted || this.#done) return;
+    this.#aborted = true;
+    this.#done = true;
+    this.#reason = reason;
+    try {
+      this.#handler.onResponseError?.(this, reason);
+    } catch {
+      // Nothing is left to tell.
+    }
+  }
+
+  run(): void {
+    while (!this.#paused && !this.#done) {
+      try {
+        this.#next();
+      } catch (err) {
+        this.abort(err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+  }
+
+  #next(): void {
+    const h = this.#handler;
+    const r = this.#response;
+    switch (this.#step++) {
+      case 0:
+        h.onRequestStart?.(this, {});
+        return;
+      case 1: {
+        const headers: Record<string, string | string[]> = { ...r.headers };
+        if (this.#withBody) headers['content-length'] = String(r.body.byteLength);
+        h.onResponseStart?.(this, r.status, headers, STATUS_CODES[r.status] ?? '');
+        return;
+      }
+      case 2:
+        if (this.#withBody && r.body.byteLength > 0) {
+          h.onResponseData?.(this, Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
+        }
+        return;
+      default:
+        this.#done = true;
+        h.onResponseEnd?.(this, {});
+    }
+  }
+}
+
+export function replay(handler: Handler, response: GateResponse, method: string): void {
+  const controller = new ReplayController(newStyle(handler), response, method.toUpperCase() !== 'HEAD');
+  queueMicrotask(() => controller.run());
+}
+
+/** Only an engine bug or a failing request body source gets here. */
+export function fail(handler: Handler, err: unknown): void {
+  const controller = new ReplayController(
+    newStyle(handler),
+    { status: 500, headers: {}, body: EMPTY },
+    false,
+  );
+  controller.abort(err instanceof Error ? err : new Error(String(err)));
+}
+
+/**
+ * `compose()` always hands interceptors a new-style handler (undici's `WrapHandler`); a legacy one
+ * (`onConnect`/`onHeaders`/`onData`/`onComplete`/`onError`) arrives only when the interceptor is
+ * called by hand, and is adapted the way `WrapHandler` does.
+ */
+export function newStyle(handler: Handler): Handler {
+  if (typeof handler.onRequestStart === 'function') return handler;
+  const legacy = handler as Handler & {
+    onConnect?: (abort: (reason?: Error) => void, context?: object) => void;
+    onHeaders?: (status: number, raw: Buffer[], resume: () => void, message: string) => boolean | undefined;
+    onData?: (chunk: Buffer) => boolean | undefined;
+    onComplete?: (trailers: Buffer[]) => void;
+    onError?: (err: Error) => void;
+  };
+  return {
+    onRequestStart: (c, context) =>
+      legacy.onConnect?.((reason) => c.abort(reason ?? new Error('aborted')), context),
+    onResponseStart: (c, status, headers, message) => {
+      const raw: Buffer[] = [];
+      for (const [name, value] of Object.entries(headers)) {
+        if (value === undefined) continue;
+        for (const v of Array.isArray(value) ? value : [value])
+          raw.push(Buffer.from(name), Buffer.from(v, 'latin1'));
+      }
+      if (legacy.onHeaders?.(status, raw, () => c.resume(), message ?? '') === false) c.pause();
+    },
+    onResponseData: (c, chunk) => {
+      if (legacy.onData?.(chunk) === false) c.pause();
+    },
+    onResponseEnd: () => legacy.onComplete?.([]),
+    onResponseError: (_c, err) => legacy.onError?.(err),
+  };
+}
