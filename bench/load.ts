@@ -20,6 +20,11 @@ export interface LoadScenario {
   /** Builds request number `seq`; `seq` is unique across the whole benchmark run. */
   readonly request: (seq: number) => Dispatcher.RequestOptions;
   readonly expect: Expectation;
+  /**
+   * The dispatcher to load instead of a `Pool` on `origin` (e.g. an `Agent` with an interceptor, or
+   * a `ProxyAgent`); requests then carry their own `origin`. Destroyed after the scenario.
+   */
+  readonly dispatcher?: () => Dispatcher;
 }
 
 export interface LoadSettings {
@@ -39,6 +44,8 @@ export interface ScenarioResult {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly meanMs: number;
+  /** CPU time of the bench process (load generator, and any in-process gate) per measured request, µs. */
+  readonly selfCpuUsPerRequest: number;
   /** The first wrong answer or exception, for the report. */
   readonly firstError: string | null;
 }
@@ -60,20 +67,25 @@ export function takeSeq(): number {
 }
 
 export async function runScenario(scenario: LoadScenario, settings: LoadSettings): Promise<ScenarioResult> {
-  const pool = new Pool(scenario.origin, {
-    connections: scenario.connections,
-    pipelining: 1,
-    keepAliveTimeout: 30_000,
-    headersTimeout: 30_000,
-    bodyTimeout: 30_000,
-  });
+  const pool: Dispatcher =
+    scenario.dispatcher === undefined
+      ? new Pool(scenario.origin, {
+          connections: scenario.connections,
+          pipelining: 1,
+          keepAliveTimeout: 30_000,
+          headersTimeout: 30_000,
+          bodyTimeout: 30_000,
+        })
+      : scenario.dispatcher();
   try {
     const warm = newPhase(settings.warmupMs, settings.maxRequests, null);
     await runPhase(pool, scenario, warm);
     const latencies = new Float64Array(settings.maxRequests);
     const measured = newPhase(settings.durationMs, settings.maxRequests, latencies);
     const started = performance.now();
+    const cpu0 = process.cpuUsage();
     await runPhase(pool, scenario, measured);
+    const cpu = process.cpuUsage(cpu0);
     const seconds = (performance.now() - started) / 1000;
     const n = Math.min(measured.issued, settings.maxRequests);
     const sorted = latencies.subarray(0, n).sort();
@@ -89,6 +101,7 @@ export async function runScenario(scenario: LoadScenario, settings: LoadSettings
       p50Ms: percentile(sorted, 0.5),
       p99Ms: percentile(sorted, 0.99),
       meanMs: n === 0 ? Number.NaN : sum / n,
+      selfCpuUsPerRequest: n === 0 ? Number.NaN : (cpu.user + cpu.system) / n,
       firstError: warm.firstError ?? measured.firstError,
     };
   } finally {
@@ -107,13 +120,13 @@ function newPhase(durationMs: number, cap: number, latencies: Float64Array | nul
   };
 }
 
-async function runPhase(pool: Pool, scenario: LoadScenario, phase: Phase): Promise<void> {
+async function runPhase(pool: Dispatcher, scenario: LoadScenario, phase: Phase): Promise<void> {
   const workers: Promise<void>[] = [];
   for (let i = 0; i < scenario.connections; i++) workers.push(worker(pool, scenario, phase));
   await Promise.all(workers);
 }
 
-async function worker(pool: Pool, scenario: LoadScenario, phase: Phase): Promise<void> {
+async function worker(pool: Dispatcher, scenario: LoadScenario, phase: Phase): Promise<void> {
   const { status, verdict } = scenario.expect;
   for (;;) {
     if (performance.now() >= phase.deadline || phase.issued >= phase.cap) return;

@@ -11,6 +11,8 @@ import type { RoundTrip } from './stores.js';
 export interface BenchRow extends ScenarioResult {
   readonly kind: ScenarioKind;
   readonly store: StoreKind;
+  /** The table's scenario column, when not derived from `kind`. */
+  readonly label: string | null;
   /** CPU cores used during the scenario (warm-up + measured), ours vs the rest of the machine. */
   readonly cpu: CpuUse | null;
 }
@@ -55,9 +57,11 @@ export function formatTable(rows: readonly BenchRow[]): string {
     'errors',
     'cpu ours',
     'cpu other',
+    'gen µs/req',
   ];
   const body = rows.map((r) => [
-    r.kind === 'allow' ? 'governed allow' : r.kind === 'duplicate' ? 'governed duplicate' : r.kind,
+    r.label ??
+      (r.kind === 'allow' ? 'governed allow' : r.kind === 'duplicate' ? 'governed duplicate' : r.kind),
     r.store === 'none' ? '-' : r.store,
     String(r.connections),
     fmtRps(r.rps),
@@ -68,6 +72,7 @@ export function formatTable(rows: readonly BenchRow[]): string {
     String(r.errors),
     r.cpu === null ? '-' : fmt(r.cpu.oursCores),
     r.cpu === null ? '-' : fmt(r.cpu.otherCores),
+    fmt(r.selfCpuUsPerRequest, r.kind === 'interceptor-alone' ? 3 : 1),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: readonly string[]): string =>
@@ -77,7 +82,9 @@ export function formatTable(rows: readonly BenchRow[]): string {
     .filter((r) => r.firstError !== null)
     .map((r) => `  first error in ${r.name} @${r.connections}: ${r.firstError}`);
   const legend =
-    'cpu ours/other: cores used by the benchmark (load generator, proxy, upstream, PostgreSQL) / by anything else on the machine';
+    'cpu ours/other: cores used by the benchmark (load generator, proxy, upstream, PostgreSQL) / by anything else on the machine\n' +
+    'gen µs/req: CPU of the bench process itself per request (load generator; in-process rows: also the interceptor; "alone" rows: per dispatch)\n' +
+    '"interceptor alone" rows: synchronous dispatches to a no-op next dispatcher; req/s = dispatches/s, mean ms = time per dispatch';
   return [line(head), sep, ...body.map(line), legend, ...errors].join('\n');
 }
 
@@ -117,6 +124,54 @@ export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: S
       lines.push(
         `  @${c}: ungoverned/direct throughput ${fmt(u.rps / d.rps)}x; proxy hop adds ${fmt(u.p50Ms - d.p50Ms, 3)} ms p50`,
       );
+  }
+  const alone = (label: string): BenchRow | null =>
+    rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith(label)) ?? null;
+  const bare = alone('bare next dispatch');
+  const noop = alone('noop interceptor');
+  const gated = alone('gateInterceptor');
+  if (bare && noop && gated)
+    lines.push(
+      `  interceptor alone: gateInterceptor adds ${fmt((gated.meanMs - bare.meanMs) * 1000, 3)} µs per ungoverned dispatch, a no-op interceptor ${fmt((noop.meanMs - bare.meanMs) * 1000, 3)} µs`,
+    );
+  const inProc = (v: string): BenchRow | null =>
+    rows.find((r) => r.kind === 'interceptor-ungoverned' && r.label?.endsWith(v)) ?? null;
+  const plain = inProc('plain Agent');
+  const noopLoop = inProc('noop interceptor');
+  const gateLoop = inProc('gateInterceptor');
+  if (plain && noopLoop && gateLoop)
+    lines.push(
+      `  in-process @${plain.connections}: bench cpu per request plain ${fmt(plain.selfCpuUsPerRequest, 1)} / noop ${fmt(noopLoop.selfCpuUsPerRequest, 1)} / gate ${fmt(gateLoop.selfCpuUsPerRequest, 1)} µs ` +
+        `(gate - plain ${fmt(gateLoop.selfCpuUsPerRequest - plain.selfCpuUsPerRequest, 1)} µs, noise about ±1-2 µs); throughput gate/plain ${fmt(gateLoop.rps / plain.rps)}x`,
+    );
+  for (const c of [1, 32]) {
+    const u = find(rows, 'ungoverned', 'none', c);
+    const ka = find(rows, 'intercept-nomatch', 'none', c);
+    const nc = find(rows, 'intercept-nomatch-newconn', 'none', c);
+    const tun = find(rows, 'connect-tunnel', 'none', c);
+    if (u && ka)
+      lines.push(
+        `  @${c}: intercepted HTTPS (no tool) / plain-HTTP ungoverned throughput ${fmt(ka.rps / u.rps)}x; p50 +${fmt(ka.p50Ms - u.p50Ms, 3)} ms`,
+      );
+    if (ka && nc)
+      lines.push(
+        `  @${c}: new CONNECT + TLS per request costs ${fmt(nc.p50Ms - ka.p50Ms, 3)} ms p50 over keep-alive`,
+      );
+    if (ka && tun)
+      lines.push(`  @${c}: tunnelled / intercepted (no tool) throughput ${fmt(tun.rps / ka.rps)}x`);
+    for (const store of ['postgres', 'pglite'] as const) {
+      for (const [plainKind, tlsKind] of [
+        ['allow', 'https-allow'],
+        ['duplicate', 'https-duplicate'],
+      ] as const) {
+        const p = find(rows, plainKind, store, c);
+        const h = find(rows, tlsKind, store, c);
+        if (p && h)
+          lines.push(
+            `  ${store} @${c}: ${plainKind} over https / over http: throughput ${fmt(h.rps / p.rps)}x, p50 ${fmt(h.p50Ms, 3)} vs ${fmt(p.p50Ms, 3)} ms`,
+          );
+      }
+    }
   }
   const u1 = find(rows, 'ungoverned', 'none', 1);
   for (const store of ['postgres', 'pglite'] as const) {
@@ -189,6 +244,18 @@ export function evaluateTargets(rows: readonly BenchRow[], rt: RoundTrips): Chec
     0.55,
     'spec figure',
   );
+  const bare = rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith('bare next dispatch'));
+  const gated = rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith('gateInterceptor'));
+  const overheadUs = bare && gated ? (gated.meanMs - bare.meanMs) * 1000 : null;
+  checks.push({
+    what: 'gateInterceptor, ungoverned (alone)',
+    figure: overheadUs === null ? 'skipped' : `${fmt(overheadUs, 3)} µs/req`,
+    target: '<= 2 µs per request (a no-op undici interceptor: 1.2 µs)',
+    met: overheadUs === null ? null : overheadUs <= 2,
+    disturbedBy: disturbance(gated ?? null),
+  });
+  atLeast('intercept-nomatch keep-alive @32', find(rows, 'intercept-nomatch', 'none', 32), 4_200);
+  atLeast('connect-tunnel keep-alive @32', find(rows, 'connect-tunnel', 'none', 32), 15_800);
   atLeast('governed allow pglite @32', find(rows, 'allow', 'pglite', 32), 1_500);
   atLeast('governed duplicate pglite @32', find(rows, 'duplicate', 'pglite', 32), 1_500);
   return checks;

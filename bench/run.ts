@@ -18,6 +18,12 @@ import {
   stopChild,
 } from './children.js';
 import { cpuSnapshot, cpuUse } from './cpu-meter.js';
+import {
+  INTERCEPTOR_VARIANTS,
+  interceptorScenario,
+  measureDispatchLoop,
+  openInProcessGate,
+} from './interceptor.js';
 import { runScenario } from './load.js';
 import {
   type BenchRow,
@@ -31,12 +37,18 @@ import {
 } from './report.js';
 import {
   allowScenario,
+  connectTunnelScenario,
   directScenario,
   duplicateScenario,
+  httpsAllowScenario,
+  httpsDuplicateScenario,
+  interceptNoMatchScenario,
+  primeOverTls,
   primeRequest,
-  type ScenarioKind,
+  type ScenarioName,
   type ScenarioSpec,
   type StoreKind,
+  type TlsTarget,
   ungovernedScenario,
 } from './scenarios.js';
 import { type BenchSettings, readSettings } from './settings.js';
@@ -48,6 +60,7 @@ import {
   measurePostgresRoundTrip,
   pgliteDir,
 } from './stores.js';
+import { type BenchTls, makeBenchTls } from './tls.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = resolve(ROOT, 'bin/effectgate.js');
@@ -66,7 +79,14 @@ const cfg = ((): BenchSettings => {
 const settings = cfg.load;
 const connectionCounts = cfg.connections;
 const stores = cfg.stores;
-const only = (kind: ScenarioKind): boolean => cfg.scenarios.includes(kind);
+const only = (kind: ScenarioName): boolean => cfg.scenarios.includes(kind);
+const TLS_SCENARIOS: readonly ScenarioName[] = [
+  'intercept-nomatch',
+  'https-allow',
+  'https-duplicate',
+  'connect-tunnel',
+];
+const needsTls = TLS_SCENARIOS.some(only);
 /** A scenario during which other processes used more than this many cores is repeated. */
 const NOISY_CORES = 0.25;
 const runTag = Math.random().toString(36).slice(2, 8);
@@ -107,7 +127,22 @@ function build(): void {
   console.log(`note: build reported errors (benchmarking whatever dist/ holds):\n${out}`);
 }
 
-function startProxy(store: Exclude<StoreKind, 'none'>, storeUrl: string): Promise<ListeningChild> {
+function startProxy(
+  store: Exclude<StoreKind, 'none'>,
+  storeUrl: string,
+  tls: { readonly material: BenchTls; readonly upstreamPort: number } | null,
+): Promise<ListeningChild> {
+  const https =
+    tls === null
+      ? []
+      : [
+          '--ca-dir',
+          tls.material.caDir,
+          '--upstream-ca',
+          tls.material.upstreamCert,
+          '--allow-connect-ports',
+          String(tls.upstreamPort),
+        ];
   const prof =
     cfg.profileDir === null
       ? []
@@ -118,7 +153,18 @@ function startProxy(store: Exclude<StoreKind, 'none'>, storeUrl: string): Promis
         ];
   return spawnListening({
     name: `proxy (${store})`,
-    args: [...prof, BIN, 'proxy', '--listen', '127.0.0.1:0', '--policies', POLICIES, '--store', storeUrl],
+    args: [
+      ...prof,
+      BIN,
+      'proxy',
+      '--listen',
+      '127.0.0.1:0',
+      '--policies',
+      POLICIES,
+      '--store',
+      storeUrl,
+      ...https,
+    ],
     env: { EFFECTGATE_LOG_LEVEL: 'warn' },
     listening: /listening on http:\/\/127\.0\.0\.1:(\d+)/,
   });
@@ -133,7 +179,7 @@ async function measure(spec: ScenarioSpec): Promise<void> {
     const before = cpuSnapshot();
     const r = await runScenario(spec, settings);
     const cpu = cpuUse(before, cpuSnapshot());
-    const row: BenchRow = { ...r, kind: spec.kind, store: spec.store, cpu };
+    const row: BenchRow = { ...r, kind: spec.kind, store: spec.store, label: spec.label ?? null, cpu };
     const err = r.errors > 0 ? `  ERRORS ${r.errors}` : '';
     const load =
       cpu === null ? '' : `, cpu ours ${cpu.oursCores.toFixed(2)} other ${cpu.otherCores.toFixed(2)}`;
@@ -146,6 +192,28 @@ async function measure(spec: ScenarioSpec): Promise<void> {
       console.log(`    (other processes used ${cpu?.otherCores.toFixed(2)} cores: repeating)`);
   }
   rows.push(best!);
+}
+
+/**
+ * The in-process interceptor: closed loops through plain / no-op / gate Agents at
+ * `interceptorInFlight`, then the interceptor alone against a no-op next dispatcher.
+ */
+async function measureInterceptor(upstreamPort: number): Promise<void> {
+  console.log(`in-process interceptor (no proxy, ${cfg.interceptorInFlight} in flight, then alone):`);
+  const { gate, close } = await openInProcessGate(POLICIES);
+  try {
+    for (const v of INTERCEPTOR_VARIANTS)
+      await measure(interceptorScenario(v, gate, upstreamPort, cfg.interceptorInFlight));
+    for (const v of INTERCEPTOR_VARIANTS) {
+      const before = cpuSnapshot();
+      const r = measureDispatchLoop(v, gate, upstreamPort, Math.min(settings.durationMs, 2000), 50_000_000);
+      const cpu = cpuUse(before, cpuSnapshot());
+      rows.push({ ...r, kind: 'interceptor-alone', store: 'none', label: r.name, cpu });
+      console.log(`  ${r.name}: ${(r.meanMs * 1000).toFixed(3)} µs per dispatch (${r.requests} dispatches)`);
+    }
+  } finally {
+    await close();
+  }
 }
 
 async function prime(proxyPort: number, upstreamPort: number, title: string): Promise<void> {
@@ -209,7 +277,23 @@ async function main(): Promise<void> {
     for (const c of connectionCounts) await measure(directScenario(upstream.port, c));
   }
 
+  if (only('interceptor-ungoverned')) await measureInterceptor(upstream.port);
+
+  let tls: { readonly material: BenchTls; readonly upstreamPort: number } | null = null;
+  if (needsTls) {
+    const material = await makeBenchTls(BIN);
+    cleanups.push(() => material.remove());
+    const tlsUpstream = await spawnListening({
+      name: 'https upstream',
+      args: ['--import', 'tsx', resolve(ROOT, 'bench/upstream-server.ts')],
+      env: { BENCH_TLS_CERT: material.upstreamCert, BENCH_TLS_KEY: material.upstreamKey },
+      listening: /upstream listening on 127\.0\.0\.1:(\d+)/,
+    });
+    tls = { material, upstreamPort: tlsUpstream.port };
+  }
+
   let ungovernedDone = false;
+  let tlsUngovernedDone = false;
   for (const store of stores) {
     let storeUrl: string;
     if (store === 'postgres') {
@@ -222,22 +306,45 @@ async function main(): Promise<void> {
       cleanups.push(() => tmp.remove());
       storeUrl = `pglite:${tmp.dir}`;
     }
-    const proxy = await startProxy(store, storeUrl);
+    const proxy = await startProxy(store, storeUrl, tls);
     console.log(`proxy on ${store} (port ${proxy.port}):`);
     const at = (connections: number): { proxyPort: number; upstreamPort: number; connections: number } => ({
       proxyPort: proxy.port,
       upstreamPort: upstream.port,
       connections,
     });
+    const overTls = (connections: number): TlsTarget => ({
+      proxyPort: proxy.port,
+      tlsUpstreamPort: tls?.upstreamPort ?? 0,
+      connections,
+      ca: tls?.material.clientCa ?? [],
+    });
     if (!ungovernedDone && only('ungoverned')) {
       for (const c of connectionCounts) await measure(ungovernedScenario(at(c)));
       ungovernedDone = true;
     }
+    if (!tlsUngovernedDone && tls !== null) {
+      if (only('intercept-nomatch')) {
+        for (const c of connectionCounts) await measure(interceptNoMatchScenario(overTls(c), false));
+        for (const c of connectionCounts) await measure(interceptNoMatchScenario(overTls(c), true));
+      }
+      if (only('connect-tunnel'))
+        for (const c of connectionCounts) await measure(connectTunnelScenario(overTls(c)));
+      tlsUngovernedDone = true;
+    }
     if (only('allow')) for (const c of connectionCounts) await measure(allowScenario(at(c), store, runTag));
+    if (only('https-allow') && tls !== null)
+      for (const c of connectionCounts) await measure(httpsAllowScenario(overTls(c), store, runTag));
     if (only('duplicate')) {
       const title = `bench ${runTag} the duplicate issue`;
       await prime(proxy.port, upstream.port, title);
       for (const c of connectionCounts) await measure(duplicateScenario(at(c), store, runTag, title));
+    }
+    if (only('https-duplicate') && tls !== null) {
+      const title = `bench ${runTag} the https duplicate issue`;
+      await primeOverTls(overTls(1), runTag, title);
+      for (const c of connectionCounts)
+        await measure(httpsDuplicateScenario(overTls(c), store, runTag, title));
     }
     const warnings = proxy.stderr().trim();
     if (warnings !== '') console.log(`proxy (${store}) stderr tail:\n${warnings.slice(-2000)}`);

@@ -3,15 +3,32 @@
  * sent in absolute form (`POST http://127.0.0.1:UP/repos/acme/api/issues`), as a forward proxy
  * receives plain-HTTP requests, with `Host` naming the destination.
  */
-import type { Dispatcher } from 'undici';
+import { createSecureContext } from 'node:tls';
+import { type Dispatcher, ProxyAgent } from 'undici';
 import type { LoadScenario } from './load.js';
 
-export type ScenarioKind = 'direct' | 'ungoverned' | 'allow' | 'duplicate';
+/** What BENCH_SCENARIOS can name. */
+export const SCENARIO_NAMES = [
+  'direct',
+  'ungoverned',
+  'allow',
+  'duplicate',
+  'interceptor-ungoverned',
+  'intercept-nomatch',
+  'https-allow',
+  'https-duplicate',
+  'connect-tunnel',
+] as const;
+export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+/** The kind of a result row (`intercept-nomatch` runs both keep-alive and new-connection rows). */
+export type ScenarioKind = ScenarioName | 'intercept-nomatch-newconn' | 'interceptor-alone';
 export type StoreKind = 'none' | 'pglite' | 'postgres';
 
 export interface ScenarioSpec extends LoadScenario {
   readonly kind: ScenarioKind;
   readonly store: StoreKind;
+  /** The table's scenario column (defaults to one derived from `kind`). */
+  readonly label?: string;
 }
 
 export const ISSUES_PATH = '/repos/acme/api/issues';
@@ -113,4 +130,144 @@ export function duplicateScenario(t: Target, store: StoreKind, runTag: string, t
 /** The one request that makes `title` a confirmed key before the duplicate scenario. */
 export function primeRequest(t: Target, runTag: string, title: string): Dispatcher.RequestOptions {
   return proxied(t, ISSUES_PATH, { 'effectgate-run': `bench-${runTag}-prime` }, issueBody(title));
+}
+
+/** The HTTPS upstream child and the proxy started with `--ca-dir`, `--upstream-ca`, `--allow-connect-ports`. */
+export interface TlsTarget {
+  readonly proxyPort: number;
+  readonly tlsUpstreamPort: number;
+  readonly connections: number;
+  /** Trusted by the client: the gate CA and the upstream's self-signed certificate. */
+  readonly ca: readonly string[];
+}
+
+/**
+ * A `ProxyAgent` to the proxy: CONNECT, then TLS to the destination inside the tunnel (terminated
+ * by the gate when it intercepts, by the upstream itself when it tunnels).
+ */
+function proxyAgent(t: TlsTarget, sessionCache = true): () => Dispatcher {
+  // One secure context for every connection: with `ca` alone, each TLS connection would build
+  // (and parse the PEMs into) its own, which the load generator would pay per new connection.
+  const secureContext = createSecureContext({ ca: [...t.ca] });
+  return () =>
+    new ProxyAgent({
+      uri: `http://127.0.0.1:${t.proxyPort}`,
+      // No TLS session cache for the new-connection case: every handshake is a full one.
+      requestTls: sessionCache ? { secureContext } : { secureContext, maxCachedSessions: 0 },
+      connections: t.connections,
+      keepAliveTimeout: 30_000,
+      headersTimeout: 30_000,
+      bodyTimeout: 30_000,
+    });
+}
+
+function overTls(
+  t: TlsTarget,
+  host: string,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Dispatcher.RequestOptions {
+  return {
+    origin: `https://${host}:${t.tlsUpstreamPort}`,
+    method: 'POST',
+    path,
+    headers: { 'content-type': JSON_TYPE, ...headers },
+    body,
+  };
+}
+
+/**
+ * HTTPS to 127.0.0.1 (a host the bench tool names, so the gate intercepts its TLS) on a path no
+ * tool matches: the pure cost of interception. `fresh`: a new TCP connection, CONNECT and full TLS
+ * handshake (no session resumption) per request, by sending `Connection: close` on each request.
+ */
+export function interceptNoMatchScenario(t: TlsTarget, fresh: boolean): ScenarioSpec {
+  const body = issueBody('intercepted request that no tool matches');
+  return {
+    kind: fresh ? 'intercept-nomatch-newconn' : 'intercept-nomatch',
+    store: 'none',
+    label: fresh ? 'intercept-nomatch new-conn' : 'intercept-nomatch keep-alive',
+    name: fresh ? 'intercept-nomatch new connection' : 'intercept-nomatch keep-alive',
+    connections: t.connections,
+    origin: `https://127.0.0.1:${t.tlsUpstreamPort}`,
+    dispatcher: proxyAgent(t, !fresh),
+    request: (): Dispatcher.RequestOptions =>
+      overTls(t, '127.0.0.1', UNGOVERNED_PATH, fresh ? { connection: 'close' } : {}, body),
+    expect: { status: 201, verdict: null },
+  };
+}
+
+/** HTTPS to `localhost` (no tool names it): CONNECT relayed byte for byte, TLS end to end. */
+export function connectTunnelScenario(t: TlsTarget): ScenarioSpec {
+  const body = issueBody('tunnelled request to a host no tool names');
+  return {
+    kind: 'connect-tunnel',
+    store: 'none',
+    label: 'connect-tunnel keep-alive',
+    name: 'connect-tunnel',
+    connections: t.connections,
+    origin: `https://localhost:${t.tlsUpstreamPort}`,
+    dispatcher: proxyAgent(t),
+    request: (): Dispatcher.RequestOptions => overTls(t, 'localhost', ISSUES_PATH, {}, body),
+    expect: { status: 201, verdict: null },
+  };
+}
+
+export function httpsAllowScenario(t: TlsTarget, store: StoreKind, runTag: string): ScenarioSpec {
+  return {
+    kind: 'https-allow',
+    store,
+    label: 'governed allow https',
+    name: `governed allow over https (${store})`,
+    connections: t.connections,
+    origin: `https://127.0.0.1:${t.tlsUpstreamPort}`,
+    dispatcher: proxyAgent(t),
+    request: (seq: number): Dispatcher.RequestOptions =>
+      overTls(t, '127.0.0.1', ISSUES_PATH, {}, issueBody(`bench ${runTag} https issue ${seq}`)),
+    expect: { status: 201, verdict: 'allow' },
+  };
+}
+
+export function httpsDuplicateScenario(
+  t: TlsTarget,
+  store: StoreKind,
+  runTag: string,
+  title: string,
+): ScenarioSpec {
+  const body = issueBody(title);
+  return {
+    kind: 'https-duplicate',
+    store,
+    label: 'governed duplicate https',
+    name: `governed duplicate over https (${store})`,
+    connections: t.connections,
+    origin: `https://127.0.0.1:${t.tlsUpstreamPort}`,
+    dispatcher: proxyAgent(t),
+    request: (seq: number): Dispatcher.RequestOptions =>
+      overTls(t, '127.0.0.1', ISSUES_PATH, { 'effectgate-run': `bench-${runTag}-${seq}` }, body),
+    expect: { status: 409, verdict: 'duplicate' },
+  };
+}
+
+/** Makes `title` a confirmed key over HTTPS before the HTTPS duplicate scenario. */
+export async function primeOverTls(t: TlsTarget, runTag: string, title: string): Promise<void> {
+  const agent = proxyAgent({ ...t, connections: 1 })();
+  try {
+    const res = await agent.request(
+      overTls(
+        t,
+        '127.0.0.1',
+        ISSUES_PATH,
+        { 'effectgate-run': `bench-${runTag}-prime-https` },
+        issueBody(title),
+      ),
+    );
+    const text = await res.body.text();
+    const verdict = res.headers['effectgate-verdict'];
+    if (res.statusCode !== 201 || verdict !== 'allow')
+      throw new Error(`bench: priming the https duplicate key got ${res.statusCode} ${verdict}: ${text}`);
+  } finally {
+    await agent.destroy();
+  }
 }

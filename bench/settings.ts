@@ -4,7 +4,9 @@
  * - BENCH_SECONDS: measured seconds per scenario (3); BENCH_WARMUP_MS: warm-up per scenario (500);
  *   BENCH_MAX_REQUESTS: cap on measured requests per scenario (250000).
  * - BENCH_CONNECTIONS (1,32), BENCH_STORES (pglite,postgres), BENCH_SCENARIOS
- *   (direct,ungoverned,allow,duplicate): what to run.
+ *   (direct,ungoverned,allow,duplicate,interceptor-ungoverned,intercept-nomatch,https-allow,
+ *   https-duplicate,connect-tunnel): what to run.
+ * - BENCH_INTERCEPTOR_IN_FLIGHT (64): requests in flight in the in-process interceptor scenario.
  * - BENCH_PG_URL: loopback admin URL used to create and drop the per-run database
  *   (postgres://postgres@127.0.0.1:5432/test).
  * - BENCH_PGLITE=memory: run the proxy on pglite:memory instead of a temporary directory.
@@ -15,13 +17,15 @@
  */
 import { resolve } from 'node:path';
 import type { LoadSettings } from './load.js';
-import type { ScenarioKind, StoreKind } from './scenarios.js';
+import { SCENARIO_NAMES, type ScenarioName, type StoreKind } from './scenarios.js';
 
 export interface BenchSettings {
   readonly load: LoadSettings;
   readonly connections: readonly number[];
   readonly stores: readonly Exclude<StoreKind, 'none'>[];
-  readonly scenarios: readonly ScenarioKind[];
+  readonly scenarios: readonly ScenarioName[];
+  /** Requests in flight in the in-process interceptor scenario. */
+  readonly interceptorInFlight: number;
   readonly adminUrl: string;
   readonly pgliteMemory: boolean;
   readonly storeCalls: boolean;
@@ -56,12 +60,8 @@ export function readSettings(env: NodeJS.ProcessEnv, argv: readonly string[]): B
     },
     connections,
     stores: list(env['BENCH_STORES'], 'pglite,postgres', ['pglite', 'postgres'] as const),
-    scenarios: list(env['BENCH_SCENARIOS'], 'direct,ungoverned,allow,duplicate', [
-      'direct',
-      'ungoverned',
-      'allow',
-      'duplicate',
-    ] as const),
+    scenarios: list(env['BENCH_SCENARIOS'], SCENARIO_NAMES.join(','), SCENARIO_NAMES),
+    interceptorInFlight: Math.floor(positive(env, 'BENCH_INTERCEPTOR_IN_FLIGHT', 64)),
     adminUrl: env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test',
     pgliteMemory: env['BENCH_PGLITE'] === 'memory',
     storeCalls: env['BENCH_STORE_CALLS'] !== '0',

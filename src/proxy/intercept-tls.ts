@@ -4,8 +4,24 @@
  * then served like a plain-HTTP tunnel, its requests being `https://` targets.
  */
 import { Duplex } from 'node:stream';
-import { createSecureContext, TLSSocket } from 'node:tls';
-import type { CertificateAuthority } from './certificate-authority.js';
+import { createSecureContext, type SecureContext, TLSSocket } from 'node:tls';
+import type { CertificateAuthority, LeafCertificate } from './certificate-authority.js';
+
+/**
+ * One TLS context per leaf, built once: parsing the key and certificate for every new connection
+ * was about a quarter of the proxy's CPU per handshake. Keyed weakly by the CA's cached leaf, so a
+ * context goes when its leaf is evicted.
+ */
+const contexts = new WeakMap<LeafCertificate, SecureContext>();
+
+function contextFor(leaf: LeafCertificate): SecureContext {
+  let context = contexts.get(leaf);
+  if (context === undefined) {
+    context = createSecureContext({ key: leaf.key, cert: leaf.cert, minVersion: 'TLSv1.2' });
+    contexts.set(leaf, context);
+  }
+  return context;
+}
 
 /** Resolves with the server side of the TLS session once the leaf for `host` is ready. */
 export async function interceptTls(
@@ -14,7 +30,7 @@ export async function interceptTls(
   ca: CertificateAuthority,
 ): Promise<TLSSocket> {
   const leaf = await ca.leafFor(host);
-  const secureContext = createSecureContext({ key: leaf.key, cert: leaf.cert, minVersion: 'TLSv1.2' });
+  const secureContext = contextFor(leaf);
   const tls = new TLSSocket(jsStream(client), {
     isServer: true,
     secureContext,
