@@ -1,3 +1,4 @@
+export { type BufferedDispatchOptions, dispatchBuffered } from './buffered-dispatch.js';
 export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from './classify-failure.js';
 export { type CreateGateOptions, createGate } from './create-gate.js';

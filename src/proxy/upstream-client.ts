@@ -9,10 +9,10 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
-import { Agent, type Dispatcher } from 'undici';
-import type { HeaderMap, UpstreamRequest, UpstreamResult, UpstreamSender } from '../engine/index.js';
+import { Agent } from 'undici';
+import type { HeaderMap, UpstreamRequest, UpstreamSender } from '../engine/index.js';
 import {
-  classifyFailure,
+  dispatchBuffered,
   errorCode,
   formatAuthority,
   isTimeoutCode,
@@ -60,24 +60,6 @@ export const DEFAULT_HEADERS_TIMEOUT_MS = 30_000;
 export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
-/**
- * A response body bigger than the limit is a failure `sent_no_response`, not `not_sent`: the
- * request was delivered and the destination answered, so the effect may well have happened; the
- * gate only could not keep the answer.
- */
-const RESPONSE_TOO_LARGE = 'response_too_large';
-
-class ResponseTooLargeError extends Error {
-  readonly code = RESPONSE_TOO_LARGE;
-}
-
-/** `UpstreamRequest.deadlineMs` ran out; always reported with `timedOut: true`. */
-const DEADLINE_EXCEEDED = 'deadline_exceeded';
-
-class DeadlineExceededError extends Error {
-  readonly code = DEADLINE_EXCEEDED;
-}
-
 export function createUpstreamClient(options: UpstreamClientOptions = {}): UpstreamClient {
   return new UndiciUpstreamClient(options);
 }
@@ -102,98 +84,8 @@ class UndiciUpstreamClient implements UpstreamClient {
   }
 
   readonly send: UpstreamSender = (request) =>
-    new Promise<UpstreamResult>((resolve) => {
-      const limit = this.#maxResponseBytes;
-      let started = false;
-      let expired = false;
-      let settled = false;
-      let controller: Dispatcher.DispatchController | null = null;
-      let status = 0;
-      let headers: Record<string, string | string[]> = {};
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let deadline: NodeJS.Timeout | undefined;
-      const settle = (result: UpstreamResult): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(deadline);
-        resolve(result);
-      };
-      if (request.deadlineMs !== undefined) {
-        deadline = setTimeout(
-          () => {
-            // Classified like every other failure: before `onRequestStart` nothing can have left the
-            // gate, and `expired` makes sure nothing ever will (the request is aborted the moment
-            // undici would start writing it); after it, the effect may have happened.
-            expired = true;
-            settle({
-              kind: 'failure',
-              dispatchState: started ? 'sent_no_response' : 'not_sent',
-              timedOut: true,
-              error: DEADLINE_EXCEEDED,
-            });
-            controller?.abort(new DeadlineExceededError());
-          },
-          Math.max(0, request.deadlineMs),
-        );
-      }
-      const handler: Dispatcher.DispatchHandler = {
-        onRequestStart: (c) => {
-          controller = c;
-          // undici checks for an abort right after this callback, before the first byte is written.
-          if (expired) {
-            c.abort(new DeadlineExceededError());
-            return;
-          }
-          started = true;
-        },
-        onResponseStart: (controller, statusCode, responseHeaders) => {
-          // 1xx interim responses (100 Continue, 103 Early Hints) are not the answer.
-          if (statusCode < 200) return;
-          status = statusCode;
-          headers = stripHopByHop(responseHeaders);
-          const declared = Number(responseHeaders['content-length']);
-          if (Number.isFinite(declared) && declared > limit) controller.abort(new ResponseTooLargeError());
-        },
-        onResponseData: (controller, chunk) => {
-          size += chunk.length;
-          if (size > limit) {
-            controller.abort(new ResponseTooLargeError());
-            return;
-          }
-          chunks.push(chunk);
-        },
-        onResponseEnd: () => {
-          settle({ kind: 'response', status, headers, body: Buffer.concat(chunks, size) });
-        },
-        onResponseError: (_controller, err) => {
-          if (err instanceof ResponseTooLargeError) {
-            settle({
-              kind: 'failure',
-              dispatchState: 'sent_no_response',
-              timedOut: false,
-              error: RESPONSE_TOO_LARGE,
-            });
-            return;
-          }
-          settle(classifyFailure(err, started));
-        },
-      };
-      const body = Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength);
-      try {
-        this.#agent.dispatch(
-          {
-            origin: originOf(request.scheme, request.host, request.port),
-            path: request.pathAndQuery,
-            method: request.method,
-            headers: outgoingHeaders(request.headers, body.byteLength),
-            body: body.byteLength > 0 ? body : null,
-          },
-          handler,
-        );
-      } catch (err) {
-        settle(classifyFailure(err, started));
-      }
+    dispatchBuffered((opts, handler) => this.#agent.dispatch(opts, handler), request, {
+      maxResponseBytes: this.#maxResponseBytes,
     });
 
   async stream(request: StreamRequest, res: ServerResponse): Promise<void> {
@@ -236,19 +128,6 @@ class UndiciUpstreamClient implements UpstreamClient {
 
 function originOf(scheme: 'http' | 'https', host: string, port: number): string {
   return `${scheme}://${formatAuthority(host, port)}`;
-}
-
-/**
- * The request headers as given, minus what must not or cannot be forwarded: hop-by-hop fields
- * (RFC 9110 §7.6.1), `Expect` (the gate answered `100 Continue` itself, RFC 9110 §10.1.1, and
- * undici refuses the field) and `Content-Length`, recomputed from the buffered body.
- */
-function outgoingHeaders(headers: HeaderMap, bodyLength: number): Record<string, string | string[]> {
-  const out = stripHopByHop(headers);
-  delete out['expect'];
-  delete out['content-length'];
-  out['content-length'] = String(bodyLength);
-  return out;
 }
 
 /**
