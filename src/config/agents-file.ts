@@ -14,9 +14,10 @@
  * Validated once at load; every problem is reported as `file:line:column: field: message`.
  */
 import { readFile, stat } from 'node:fs/promises';
-import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument } from 'yaml';
+import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import { EffectgateError } from '../errors.js';
 import { checkScopePart, type ScopeConfig } from './gate-config.js';
+import { parseSafeYaml, type YamlIssue } from './safe-yaml.js';
 
 /** An agents file is a short list; anything bigger is a mistake or an attack on the parser. */
 export const MAX_AGENTS_FILE_BYTES = 256 * 1024;
@@ -42,13 +43,6 @@ export interface AgentRegistry {
   bySecretSha256(digest: Buffer): AgentEntry | undefined;
 }
 
-interface Issue {
-  readonly line: number;
-  readonly column: number;
-  readonly field: string;
-  readonly message: string;
-}
-
 /** Reads and validates an agents file. Throws `EG_ERR_CONFIG_INVALID` listing every problem. */
 export async function loadAgentsFile(file: string): Promise<AgentRegistry> {
   let text: string;
@@ -72,25 +66,23 @@ export async function loadAgentsFile(file: string): Promise<AgentRegistry> {
 
 /** Validates the text of an agents file (`file` names it in messages). */
 export function parseAgentsFile(file: string, text: string): AgentRegistry {
-  const issues: Issue[] = [];
+  const issues: YamlIssue[] = [];
   const fail = (): never => {
     throw new EffectgateError(
       'EG_ERR_CONFIG_INVALID',
       issues.map((i) => `${file}:${i.line}:${i.column}: ${i.field}: ${i.message}`).join('\n'),
     );
   };
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > MAX_AGENTS_FILE_BYTES) {
-    issues.push({
-      line: 1,
-      column: 1,
-      field: '(file)',
-      message: `file is ${bytes} bytes; agents files are limited to ${MAX_AGENTS_FILE_BYTES} bytes`,
-    });
-    fail();
+  const yaml = parseSafeYaml(text, {
+    maxBytes: MAX_AGENTS_FILE_BYTES,
+    maxAliasCount: MAX_AGENTS_ALIAS_COUNT,
+    kind: 'agents files',
+  });
+  if (!yaml.ok) {
+    issues.push(...yaml.issues);
+    return fail();
   }
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true, strict: true });
+  const { doc, lines } = yaml;
   const at = (node: Node | null | undefined): { line: number; column: number } => {
     const offset = node?.range?.[0] ?? 0;
     const pos = lines.linePos(offset);
@@ -99,20 +91,6 @@ export function parseAgentsFile(file: string, text: string): AgentRegistry {
   const issue = (node: Node | null | undefined, field: string, message: string): void => {
     issues.push({ ...at(node), field, message });
   };
-
-  const first = doc.errors[0] ?? doc.warnings[0];
-  if (first !== undefined) {
-    const pos = first.linePos?.[0] ?? lines.linePos(first.pos[0]);
-    const message = (first.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
-    issues.push({ line: pos.line, column: pos.col, field: '(yaml)', message: `invalid YAML: ${message}` });
-    fail();
-  }
-  try {
-    doc.toJS({ maxAliasCount: MAX_AGENTS_ALIAS_COUNT });
-  } catch (err) {
-    issue(null, '(yaml)', `YAML refused: ${(err as Error).message}`);
-    fail();
-  }
 
   const root = doc.contents;
   if (!isMap(root)) {

@@ -1,2 +1,3 @@
 export * from './agents-file.js';
 export * from './gate-config.js';
+export * from './safe-yaml.js';

@@ -1,4 +1,4 @@
-import { LineCounter, parseDocument, type YAMLError } from 'yaml';
+import { parseSafeYaml } from '../config/index.js';
 import type { PolicyIssue } from '../errors.js';
 import { type CompiledTool, compileTool } from './compile-tool.js';
 import { PolicyReader, type SourcePosition } from './policy-reader.js';
@@ -29,51 +29,17 @@ export interface ParsedPolicyFile {
  * issue was recorded, so partial results never escape).
  */
 export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[]): ParsedPolicyFile | null {
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > MAX_POLICY_FILE_BYTES) {
-    issues.push(
-      fileIssue(
-        file,
-        `file is ${bytes} bytes; policy files are limited to ${MAX_POLICY_FILE_BYTES} bytes (1 MiB)`,
-      ),
-    );
+  const yaml = parseSafeYaml(text, {
+    maxBytes: MAX_POLICY_FILE_BYTES,
+    maxAliasCount: MAX_ALIAS_COUNT,
+    kind: 'policy files',
+    hint,
+  });
+  if (!yaml.ok) {
+    for (const i of yaml.issues) issues.push({ file, ...i });
     return null;
   }
-  const lines = new LineCounter();
-  let doc: ReturnType<typeof parseDocument>;
-  try {
-    doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true, strict: true });
-  } catch (err) {
-    issues.push(fileIssue(file, `YAML could not be parsed: ${(err as Error).message}`));
-    return null;
-  }
-  // Only the first error: the ones after it are nearly always the parser losing its footing.
-  // Warnings (unknown tags and the like) count too: a policy must mean exactly what it says.
-  const problems: YAMLError[] = doc.errors.length > 0 ? doc.errors.slice(0, 1) : [...doc.warnings];
-  for (const e of problems) {
-    const pos = e.linePos?.[0] ?? lines.linePos(e.pos[0]);
-    const message = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
-    issues.push({
-      file,
-      line: pos.line,
-      column: pos.col,
-      field: '(yaml)',
-      message: `invalid YAML: ${message}${hint(message)}`,
-    });
-  }
-  if (problems.length > 0) return null;
-  try {
-    // Resolving the whole tree once is how yaml enforces maxAliasCount (alias-expansion bombs).
-    doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
-  } catch (err) {
-    issues.push(
-      fileIssue(
-        file,
-        `YAML refused: ${(err as Error).message} (at most ${MAX_ALIAS_COUNT} alias expansions)`,
-      ),
-    );
-    return null;
-  }
+  const { doc, lines } = yaml;
 
   const r = new PolicyReader(file, doc, lines, issues);
   const root = r.root(doc.contents);
@@ -112,8 +78,4 @@ function hint(message: string): string {
   return /flow-(map|seq)-(start|end)/.test(message)
     ? '; inside [ ] or { } quote values that contain { } [ ] or commas, e.g. path: "/a/{id}"'
     : '';
-}
-
-function fileIssue(file: string, message: string): PolicyIssue {
-  return { file, line: 1, column: 1, field: '(file)', message };
 }

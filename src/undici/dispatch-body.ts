@@ -32,7 +32,7 @@ export async function readBody(body: unknown, limit: number): Promise<Uint8Array
   throw new EffectgateError('EG_ERR_CONFIG_INVALID', 'Unsupported request body type for a governed request.');
 }
 
-export function isBlobLike(body: unknown): body is Blob {
+function isBlobLike(body: unknown): body is Blob {
   return (
     typeof body === 'object' &&
     body !== null &&
@@ -41,7 +41,7 @@ export function isBlobLike(body: unknown): body is Blob {
   );
 }
 
-export function toBuffer(chunk: unknown): Buffer {
+function toBuffer(chunk: unknown): Buffer {
   if (Buffer.isBuffer(chunk)) return chunk;
   if (typeof chunk === 'string') return Buffer.from(chunk);
   if (ArrayBuffer.isView(chunk)) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);

@@ -95,7 +95,7 @@ export function add(map: HeaderMap, rawName: string | Buffer, rawValue: HeaderVa
   }
 }
 
-export function headerString(value: string | Buffer | number): string {
+function headerString(value: string | Buffer | number): string {
   if (typeof value === 'string') return value;
   return Buffer.isBuffer(value) ? value.toString('latin1') : String(value);
 }

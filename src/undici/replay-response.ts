@@ -14,7 +14,7 @@ type Handler = Dispatcher.DispatchHandler;
  * Plays a complete `GateResponse` into a dispatch handler: request start, response head, body,
  * end; honours `pause()`/`resume()` and `abort()` as undici's own controller does.
  */
-export class ReplayController implements Dispatcher.DispatchController {
+class ReplayController implements Dispatcher.DispatchController {
   readonly #handler: Handler;
   readonly #response: GateResponse;
   readonly #withBody: boolean;
@@ -119,7 +119,7 @@ export function fail(handler: Handler, err: unknown): void {
  * (`onConnect`/`onHeaders`/`onData`/`onComplete`/`onError`) arrives only when the interceptor is
  * called by hand, and is adapted the way `WrapHandler` does.
  */
-export function newStyle(handler: Handler): Handler {
+function newStyle(handler: Handler): Handler {
   if (typeof handler.onRequestStart === 'function') return handler;
   const legacy = handler as Handler & {
     onConnect?: (abort: (reason?: Error) => void, context?: object) => void;
