@@ -344,13 +344,27 @@ function messageOf(err: unknown): string {
  * [$.path.name]`, e.g. a webhook token in the URL) is replaced by `{name}`, so the secret never
  * reaches the append-only store.
  */
-function redactedPath(path: string, tool: Tool, params: Readonly<Record<string, string>>): string {
-  const secret = new Set<string>();
-  for (const r of tool.redact) {
-    for (const name of Object.keys(params)) {
-      if (r.evaluate({ path: { [name]: params[name] } }).length > 0) secret.add(name);
-    }
+/** Per tool, which path captures its `redact` list names: worked out once, not per request. */
+const secretCapturesOf = new WeakMap<Tool, Map<string, boolean>>();
+
+function isSecretCapture(tool: Tool, name: string): boolean {
+  let known = secretCapturesOf.get(tool);
+  if (known === undefined) {
+    known = new Map();
+    secretCapturesOf.set(tool, known);
   }
+  let secret = known.get(name);
+  if (secret === undefined) {
+    secret = tool.redact.some((r) => r.evaluate({ path: { [name]: '' } }).length > 0);
+    known.set(name, secret);
+  }
+  return secret;
+}
+
+function redactedPath(path: string, tool: Tool, params: Readonly<Record<string, string>>): string {
+  if (tool.redact.length === 0) return path;
+  const secret = new Set<string>();
+  for (const name in params) if (isSecretCapture(tool, name)) secret.add(name);
   if (secret.size === 0) return path;
   return path
     .split('/')
