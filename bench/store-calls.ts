@@ -55,6 +55,11 @@ function reserveInput(title: string, runId: string): ReserveInput {
     newAttemptId: uuidv7(),
     idempotencyHeader: 'Idempotency-Key',
     retryBudget: 3,
+    unknownRule: 'hold',
+    clientRetryReason: null,
+    reconciliation: null,
+    gateInstance: null,
+    deadlineMs: 108_000,
     recordPending: false,
   };
 }

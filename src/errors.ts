@@ -15,6 +15,8 @@ export const ERROR_CODES = {
   EG_ERR_BODY_TOO_LARGE: 'A governed request body is larger than the configured limit.',
   EG_ERR_BAD_REQUEST: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',
   EG_ERR_UPSTREAM_FAILED: 'The upstream could not be reached or gave no usable response.',
+  EG_ERR_NOT_FOUND: 'An operation, approval or run named by a command or the admin API does not exist.',
+  EG_ERR_APPROVAL_STATE: 'An approval cannot take this action in its current state.',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,6 +1,9 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Store } from '../store/index.js';
+import { handleAdminApi, problemOf } from './admin-api.js';
+import { ADMIN_TOKEN_ENV, checkAdminAuth } from './admin-auth.js';
+import { badRequest, HttpProblem, methodNotAllowed, notFound, sendJson, sendProblem } from './admin-http.js';
 
 export interface AdminServer {
   readonly server: Server;
@@ -8,34 +11,121 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
+/** Where the admin server reports failures it did not expect (never with the token). */
+export interface AdminLogger {
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface AdminServerOptions {
+  readonly store: Store;
+  /**
+   * Bearer token every `/api/*` request must present (`EFFECTGATE_ADMIN_TOKEN` or
+   * `--admin-token-file`, see `resolveAdminToken`). `null`: the API answers 401 saying how to set
+   * one; `/healthz` and `/readyz` stay open either way.
+   */
+  readonly token: string | null;
+  readonly logger?: AdminLogger;
+}
+
+const REALM = 'Bearer realm="effectgate-admin"';
+
 /**
- * The admin server, off the agent's path. For now: `/healthz` (process up) and `/readyz` (store
- * reachable). The operations API, metrics and the timeline page come with the investigation work.
+ * The admin server, off the agent's path: `/healthz` (process up) and `/readyz` (store reachable),
+ * open for probes; the operations and approvals API under `/api`, behind a bearer token.
  */
-export function createAdminServer(options: { readonly store: Store }): AdminServer {
+export function createAdminServer(options: AdminServerOptions): AdminServer {
   const server = createServer((req, res) => {
-    const send = (status: number, body: unknown): void => {
-      res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-      res.end(JSON.stringify(body));
-    };
-    if (req.method !== 'GET') return send(405, { error: 'method not allowed' });
-    if (req.url === '/healthz') return send(200, { status: 'ok' });
-    if (req.url === '/readyz') {
-      options.store.ping().then(
-        () => send(200, { status: 'ready', store: options.store.kind }),
-        () => send(503, { status: 'store unreachable', store: options.store.kind }),
-      );
-      return;
-    }
-    send(404, { error: 'not found' });
+    route(options, req, res).catch((err: unknown) => {
+      const problem = problemOf(err);
+      if (problem.status === 500)
+        options.logger?.error({ error: messageOf(err) }, 'admin API request failed');
+      if (res.headersSent) res.destroy();
+      else sendProblem(req, res, problem);
+    });
   });
   return {
     server,
     listen: (host, port) =>
       new Promise((resolve, reject) => {
         server.once('error', reject);
-        server.listen(port, host, () => resolve(server.address() as AddressInfo));
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve(server.address() as AddressInfo);
+        });
       }),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
   };
+}
+
+async function route(options: AdminServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { raw, query } = splitTarget(req.url ?? '');
+  if (raw[0] === 'api') {
+    // Authentication first: without the token nothing about the API is told, not even a bad path.
+    authenticate(req, options.token);
+    await handleAdminApi({
+      store: options.store,
+      req,
+      res,
+      segments: raw.slice(1).map(decodeSegment),
+      query,
+    });
+    return;
+  }
+  const path = raw.length === 1 ? raw[0] : undefined;
+  if (path !== 'healthz' && path !== 'readyz') throw notFound('No such admin route.');
+  if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed(req.method, ['GET', 'HEAD']);
+  if (path === 'healthz') return sendJson(req, res, 200, { status: 'ok' });
+  const { store } = options;
+  try {
+    await store.ping();
+    sendJson(req, res, 200, { status: 'ready', store: store.kind });
+  } catch {
+    sendJson(req, res, 503, { status: 'store unreachable', store: store.kind });
+  }
+}
+
+/**
+ * The origin-form target split into raw path segments (no dot-segment resolution, so an id
+ * holding `%2F` stays one segment) and its query.
+ */
+function splitTarget(target: string): { raw: string[]; query: URLSearchParams } {
+  if (!target.startsWith('/')) throw badRequest('The request target must be a path (origin form).');
+  const q = target.indexOf('?');
+  const path = q === -1 ? target : target.slice(0, q);
+  return { raw: path.slice(1).split('/'), query: new URLSearchParams(q === -1 ? '' : target.slice(q + 1)) };
+}
+
+function decodeSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw badRequest('The path holds malformed percent-encoding.');
+  }
+}
+
+/** Throws 401 unless the request carries the configured bearer token. Nothing about it is echoed. */
+function authenticate(req: IncomingMessage, token: string | null): void {
+  const result = checkAdminAuth(req.headers.authorization, token);
+  if (result === 'ok') return;
+  const detail =
+    result === 'unconfigured'
+      ? `The admin API is disabled: no admin token is configured. Set ${ADMIN_TOKEN_ENV} or --admin-token-file and restart the gate.`
+      : result === 'missing'
+        ? 'The admin API needs "Authorization: Bearer <admin token>".'
+        : 'The bearer token is not the admin token.';
+  throw new HttpProblem({
+    status: 401,
+    problem: 'unauthorized',
+    title: 'Unauthorized',
+    detail,
+    headers: { 'www-authenticate': result === 'wrong' ? `${REALM}, error="invalid_token"` : REALM },
+  });
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

@@ -1,1 +1,24 @@
-export { type AdminServer, createAdminServer } from './admin-server.js';
+export { fullCounts } from './admin-api.js';
+export { ADMIN_TOKEN_ENV, type AdminAuthResult, checkAdminAuth, resolveAdminToken } from './admin-auth.js';
+export { MAX_ADMIN_BODY_BYTES } from './admin-http.js';
+export {
+  APPROVAL_STATES,
+  type ApprovalAction,
+  DEFAULT_APPROVAL_TTL,
+  DEFAULT_LIST_LIMIT,
+  InputError,
+  MAX_LIST_LIMIT,
+  OPERATION_STATES,
+  parseApprovalDecision,
+  parseApprovalState,
+  parseLimit,
+  parseName,
+  parseOperationFilter,
+  parsePositiveDuration,
+} from './admin-input.js';
+export {
+  type AdminLogger,
+  type AdminServer,
+  type AdminServerOptions,
+  createAdminServer,
+} from './admin-server.js';

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { openStore, resolveStoreUrl, verifyStoreChain } from '../store/index.js';
+import { openInspectionStore, resolveStoreUrl, verifyStoreChain } from '../store/index.js';
 
 /**
  * `effectgate audit verify [--store URL] [--json]`: exit 0 when every chain is intact, 1 naming the
@@ -15,7 +15,7 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
     process.stderr.write('usage: effectgate audit verify [--store URL] [--json]\n');
     return 2;
   }
-  const store = await openStore({ url: resolveStoreUrl(values.store), migrate: false });
+  const store = await openInspectionStore(resolveStoreUrl(values.store));
   try {
     const report = await verifyStoreChain(store);
     if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);

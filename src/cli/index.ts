@@ -1,9 +1,12 @@
 import { isEffectgateError } from '../errors.js';
+import { runApprovals } from './approvals-command.js';
 import { runAudit } from './audit-command.js';
 import { runCa } from './ca-command.js';
 import { runMigrate } from './migrate-command.js';
+import { runOperations } from './operations-command.js';
 import { runPolicies } from './policies-command.js';
 import { runProxy } from './proxy-command.js';
+import { runRecover } from './recover-command.js';
 
 const USAGE = `usage: effectgate <command> [options]
 
@@ -11,6 +14,13 @@ commands:
   proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent | --agents,
                      --ca-dir, --upstream-ca)
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
+  operations         counts per state, then the operations (--state S, --tool T, --tenant T,
+                     --since 24h|ISO, --limit N, --json)
+  approvals list     the approval cards (--state S, --limit N, --json)
+  approvals approve|deny|revoke <id> --by WHO --reason TEXT [--ttl 1h|permanent]
+                     decide one (approve allows exactly one retry, for --ttl, default 1h)
+  recover            mark attempts left without an outcome by a dead gate unknown (--policies DIR,
+                     --stale-after 30s, --json)
   audit verify       verify the hash-chained event log (exit 1 naming the first bad event)
   migrate            apply pending store migrations
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
@@ -26,6 +36,12 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await runProxy(rest);
       case 'policies':
         return await runPolicies(rest);
+      case 'operations':
+        return await runOperations(rest);
+      case 'approvals':
+        return await runApprovals(rest);
+      case 'recover':
+        return await runRecover(rest);
       case 'audit':
         return await runAudit(rest);
       case 'migrate':

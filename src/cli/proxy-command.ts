@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createAdminServer } from '../admin/index.js';
+import { createAdminServer, resolveAdminToken } from '../admin/index.js';
 import {
   checkPositiveInt,
   loadAgentsFile,
@@ -8,11 +8,11 @@ import {
   parsePortList,
   scopeFromFlagsAndEnv,
 } from '../config/index.js';
-import { createGate } from '../engine/index.js';
+import { createGate, unknownRules } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
-import { loadPolicies } from '../policy/index.js';
+import { loadPolicies, parseDuration } from '../policy/index.js';
 import { CertificateAuthority, createProxyServer } from '../proxy/index.js';
-import { openStore, resolveStoreUrl } from '../store/index.js';
+import { embeddedStoreDir, openStore, resolveStoreUrl, serveStoreSocket } from '../store/index.js';
 import { jsonLogger } from './json-logger.js';
 
 /** The flags of `effectgate proxy` (exported so docker/ manifests are checked against them). */
@@ -31,6 +31,9 @@ export const PROXY_OPTIONS = {
   'run-id': { type: 'string' },
   'ca-dir': { type: 'string' },
   'upstream-ca': { type: 'string' },
+  'admin-token-file': { type: 'string' },
+  heartbeat: { type: 'string', default: '5s' },
+  'stale-after': { type: 'string', default: '30s' },
 } as const satisfies ParseArgsConfig['options'];
 
 /**
@@ -70,6 +73,9 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const upstreamCa =
     values['upstream-ca'] === undefined ? undefined : await readUpstreamCa(values['upstream-ca']);
   const logger = jsonLogger(process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info');
+  const heartbeatMs = positiveDuration('--heartbeat', values.heartbeat);
+  const staleAfterMs = positiveDuration('--stale-after', values['stale-after']);
+  const adminToken = await resolveAdminToken({ file: values['admin-token-file'] });
 
   const policies = await loadPolicies(values.policies);
   const storeUrl = resolveStoreUrl(values.store);
@@ -89,8 +95,45 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     ...(ca === undefined ? {} : { ca }),
     ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
   });
+  // Before taking traffic: announce this gate, then settle what dead gates left in flight
+  // (DESIGN.md §3: a restart never forgets uncertainty). On the embedded store the directory
+  // lock proves no other gate runs, so every attempt without an outcome is orphaned.
+  const rules = unknownRules(policies.tools);
+  await store.registerInstance(gate.instanceId);
+  const recover = async (exclusive: boolean): Promise<void> => {
+    const recovered = await store.recover({ instanceId: gate.instanceId, exclusive, staleAfterMs, rules });
+    for (const r of recovered) {
+      logger.warn(
+        { operation: r.operationId, attempt: r.attemptId, tool: r.toolId, approval: r.approvalId },
+        'recovered an attempt without an outcome: marked sent_no_response, operation unknown',
+      );
+    }
+  };
+  await recover(store.kind === 'pglite');
+  // Heartbeat, and every few beats a sweep for replicas that died since (shared PostgreSQL).
+  let beats = 0;
+  const heartbeat = setInterval(() => {
+    beats += 1;
+    store
+      .heartbeat(gate.instanceId)
+      .then(() => (beats % 6 === 0 ? recover(false) : undefined))
+      .catch((err: unknown) => logger.error({ err: String(err) }, 'heartbeat or recovery sweep failed'));
+  }, heartbeatMs);
+  heartbeat.unref();
+  // Commands (operations, approvals, audit verify) reach an embedded store through this gate.
+  const storeDir = store.kind === 'pglite' ? embeddedStoreDir(storeUrl) : null;
+  const storeSocket =
+    storeDir === null
+      ? null
+      : await serveStoreSocket(store, storeDir, { instanceId: gate.instanceId }).catch((err: unknown) => {
+          logger.warn(
+            { err: String(err) },
+            'no store socket: commands cannot inspect this store while it runs',
+          );
+          return null;
+        });
   const addr = await proxy.listen(listen.host, listen.port);
-  const adminServer = admin === null ? null : createAdminServer({ store });
+  const adminServer = admin === null ? null : createAdminServer({ store, token: adminToken, logger });
   const adminAddr =
     adminServer === null || admin === null ? null : await adminServer.listen(admin.host, admin.port);
   logger.info(
@@ -107,7 +150,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     'effectgate proxy listening',
   );
   process.stdout.write(
-    `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n`,
+    `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n${adminAddr === null ? '' : `effectgate admin listening on http://${adminAddr.address}:${adminAddr.port}\n`}`,
   );
 
   await new Promise<void>((resolve) => {
@@ -120,9 +163,28 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     process.on('SIGTERM', stop);
   });
   logger.info({}, 'effectgate proxy stopping');
-  await Promise.allSettled([proxy.close(), adminServer?.close()]);
+  clearInterval(heartbeat);
+  await Promise.allSettled([proxy.close(), adminServer?.close(), storeSocket?.close()]);
+  // Drained: every attempt of this gate has its outcome, so a stopped gate is never recovered.
+  await store.stopInstance(gate.instanceId).catch(() => undefined);
   await store.close();
   return 0;
+}
+
+function positiveDuration(flag: string, text: string): number {
+  let ms: number | null = null;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    // Reported below with the flag's name.
+  }
+  if (ms === null || ms <= 0) {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `${flag} must be a duration like 500ms, 5s or 1m, not ${JSON.stringify(text)}`,
+    );
+  }
+  return ms;
 }
 
 /**

@@ -13,7 +13,11 @@ export interface CreateGateOptions {
   readonly runId?: string;
   /** Largest governed request body, default 1 MiB. */
   readonly maxBodyBytes?: number;
-  /** Key of the HMAC authority reference (default `EFFECTGATE_AUTHORITY_KEY`, else none). */
+  /**
+   * Key of the HMAC authority reference (default `EFFECTGATE_AUTHORITY_KEY`, else the store's own
+   * random key, so a changed credential is recognised across restarts; `null` records only which
+   * header carried a credential).
+   */
   readonly authorityKey?: string | null;
   readonly logger?: GateLogger;
 }
@@ -45,17 +49,19 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const policies =
     typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
   const store = typeof options.store === 'string' ? await openStore({ url: options.store }) : options.store;
+  const authorityKey =
+    options.authorityKey !== undefined
+      ? options.authorityKey
+      : (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? (await store.authorityKey()));
   return new Gate(
     Object.freeze({
       policies,
       store,
       scope,
       runId: options.runId ?? uuidv7(),
+      instanceId: uuidv7(),
       maxBodyBytes,
-      authorityKey:
-        options.authorityKey === undefined
-          ? (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? null)
-          : options.authorityKey,
+      authorityKey,
       logger: options.logger ?? silent,
     }),
   );

@@ -5,6 +5,8 @@ import {
   type BlockInput,
   type DecideResult,
   type DedupeKeyInput,
+  type ReconciliationInput,
+  type RetryReason,
   type Scope,
   type Store,
   uuidv7,
@@ -17,6 +19,7 @@ import {
   transportProblem,
   upstreamFailedResponse,
 } from './problem-response.js';
+import { reconcileLookup } from './reconcile-lookup.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
 import { buildSemanticKey } from './semantic-key.js';
 import type {
@@ -29,6 +32,7 @@ import type {
   UpstreamResult,
   UpstreamSender,
 } from './types.js';
+import { unknownRuleOf } from './unknown-rule.js';
 import { blockFacts, factsForDecision, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
 
@@ -46,6 +50,8 @@ export interface GateOptions {
   readonly scope: Scope;
   /** Run id for requests without `Effectgate-Run` (default: one UUIDv7 per gate instance). */
   readonly runId: string;
+  /** This gate process (UUIDv7), recorded on every attempt so crash recovery can tell live from dead. */
+  readonly instanceId: string;
   readonly maxBodyBytes: number;
   /** Key for the HMAC authority reference; `null` records only which header carried a credential. */
   readonly authorityKey: string | null;
@@ -73,6 +79,10 @@ export class Gate implements GateHandler {
     return this.#o.runId;
   }
 
+  get instanceId(): string {
+    return this.#o.instanceId;
+  }
+
   get policies(): PolicySet {
     return this.#o.policies;
   }
@@ -94,6 +104,14 @@ export class Gate implements GateHandler {
   }
 
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
+    const claimed = request.context.retryReason;
+    if (claimed !== null && !RETRY_REASONS.has(claimed)) {
+      // A closed set (seed: no reassuring prose the trail cannot group or review).
+      return transportProblem(
+        'bad_request',
+        `Effectgate-Retry-Reason must be one of ${[...RETRY_REASONS].join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
+      );
+    }
     let proposal: Proposal | null;
     try {
       proposal = this.#propose(request);
@@ -196,7 +214,8 @@ export class Gate implements GateHandler {
         decisionId: uuidv7(),
         reason: keyError ?? 'blocked',
       });
-      if (r.verdict === 'allow') throw new Error('store answered allow to a block');
+      if (r.verdict === 'allow' || r.verdict === 'reconcile')
+        throw new Error(`store answered ${r.verdict} to a block`);
       return this.#answer(r, tool, args.body, request);
     }
 
@@ -204,7 +223,11 @@ export class Gate implements GateHandler {
     const deadline = Date.now() + waitMs;
     const newOperationId = uuidv7();
     const newAttemptId = uuidv7();
-    const reserve = (recordPending: boolean): Promise<DecideResult> =>
+    const deadlineMs = dispatchDeadlineMs(tool);
+    const reserve = (
+      recordPending: boolean,
+      reconciliation: ReconciliationInput | null,
+    ): Promise<DecideResult> =>
       o.store.decide({
         ...common,
         kind: 'reserve',
@@ -215,29 +238,52 @@ export class Gate implements GateHandler {
         newAttemptId,
         idempotencyHeader: tool.idempotency?.header ?? null,
         retryBudget: tool.retry.budget,
+        unknownRule: unknownRuleOf(tool),
+        clientRetryReason: request.context.retryReason === 'operator_requested' ? 'operator_requested' : null,
+        reconciliation,
+        gateInstance: o.instanceId,
+        deadlineMs: deadlineMs ?? null,
         recordPending,
       });
-    let pollMs = 20;
-    let result = await reserve(waitMs === 0);
     // Another run holds the key: wait briefly and ask again (seed: "others wait briefly and
-    // retry"); only the last answer is recorded. An unknown outcome will not settle within
-    // `wait`, so it is recorded at once.
-    while (result.verdict === 'pending' && result.decisionId === null) {
-      const remaining = deadline - Date.now();
-      if (result.operationState === 'unknown' || remaining <= 0) {
-        result = await reserve(true);
-      } else {
-        await sleep(Math.min(pollMs, remaining));
-        pollMs = Math.min(pollMs * 2, 250);
-        result = await reserve(Date.now() >= deadline);
+    // retry"); only the last answer is recorded.
+    const decide = async (reconciliation: ReconciliationInput | null): Promise<DecideResult> => {
+      let pollMs = 20;
+      let result = await reserve(waitMs === 0, reconciliation);
+      while (result.verdict === 'pending' && result.decisionId === null) {
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) {
+          result = await reserve(true, reconciliation);
+        } else {
+          await sleep(Math.min(pollMs, remaining));
+          pollMs = Math.min(pollMs * 2, 250);
+          result = await reserve(Date.now() >= deadline, reconciliation);
+        }
       }
+      return result;
+    };
+    let result = await decide(null);
+    if (result.verdict === 'reconcile') {
+      // The key's operation has an unknown outcome and the tool can look it up: look first, with
+      // this proposal's credentials (never stored), then let the store settle it (DESIGN.md §3).
+      const observation = await reconcileLookup({
+        tool,
+        request,
+        args,
+        operationId: result.operationId,
+        attemptId: result.attemptId,
+        send,
+        timeoutMs: deadlineMs ?? RECONCILE_TIMEOUT_MS,
+      });
+      result = await decide(observation);
     }
+    if (result.verdict === 'reconcile') throw new Error('store asked to reconcile twice');
     if (result.verdict !== 'allow') return this.#answer(result, tool, args.body, request);
 
     const upstream = toUpstream(
       request,
       tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
-      dispatchDeadlineMs(tool),
+      deadlineMs,
     );
     const started = performance.now();
     const sent = await send(upstream);
@@ -270,6 +316,11 @@ export class Gate implements GateHandler {
         run: common.runId,
         operation: result.operationId,
         attempt: result.attemptId,
+        attempt_number: result.attemptNumber,
+        retry_of: result.retryOfAttemptId,
+        retry_reason: result.retryReason,
+        retry_decision: result.retryDecision,
+        supersedes: result.supersedesOperationId,
         state: outcome.operationState,
         status: outcome.status,
       },
@@ -289,7 +340,7 @@ export class Gate implements GateHandler {
   }
 
   #answer(
-    result: Exclude<DecideResult, { verdict: 'allow' }>,
+    result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
     tool: Tool,
     body: unknown,
     request: GateRequestHead,
@@ -323,6 +374,19 @@ export class Gate implements GateHandler {
 }
 
 type DecideCommon = Omit<BlockInput, 'kind' | 'decisionId' | 'reason'>;
+
+/** The closed set of retry reasons (DESIGN.md §3); a client may send one, only operator_requested counts. */
+const RETRY_REASONS: ReadonlySet<string> = new Set<RetryReason>([
+  'connection_not_established',
+  'rate_limited',
+  'destination_5xx',
+  'response_lost_after_dispatch',
+  'credential_refreshed',
+  'operator_requested',
+]);
+
+/** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */
+const RECONCILE_TIMEOUT_MS = 10_000;
 
 /** A classified, keyed proposal, built before any store round trip. */
 interface Proposal {

@@ -12,6 +12,8 @@ export {
   type RawRequestHead,
 } from './normalize-head.js';
 export { problemResponse, type TransportProblemInit, upstreamFailedResponse } from './problem-response.js';
+export { type ReconcileLookupInput, reconcileLookup } from './reconcile-lookup.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
 export type * from './types.js';
+export { unknownRuleOf, unknownRules } from './unknown-rule.js';
 export { negotiateProblemType, renderVerdict, type VerdictFacts } from './verdict-response.js';

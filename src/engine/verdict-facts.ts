@@ -8,7 +8,7 @@ import type { VerdictFacts } from './verdict-response.js';
  * are written for a model: they say what happened, that nothing was sent, and what to do next.
  */
 export function factsForDecision(
-  result: Exclude<DecideResult, { verdict: 'allow' }>,
+  result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
   tool: Tool,
   waitMs: number,
 ): VerdictFacts {
@@ -19,15 +19,52 @@ export function factsForDecision(
         s === null
           ? 'an earlier run whose identity is not recorded'
           : `run ${s.runId ?? 'unknown'}${s.step ? ` step ${s.step}` : ''} (operation ${s.operationId}, confirmed at ${s.confirmedAt}${s.destinationRef ? `, result ${s.destinationRef}` : ''})`;
+      const twice = result.operationState === 'duplicate_effect_confirmed';
+      const found =
+        result.reconciliation === null
+          ? ''
+          : twice
+            ? ' The gate looked at the destination and found this effect MORE THAN ONCE: a person must clean it up.'
+            : ' The gate looked at the destination and found the effect there, so the earlier unknown outcome is settled.';
       return {
         verdict: 'duplicate',
         status: 409,
-        title: 'Duplicate effect skipped',
-        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}. The gate skipped it so it does not happen twice; nothing was sent. Do not retry it: use the earlier result.`,
+        title: twice ? 'Duplicate effect skipped (effect found twice)' : 'Duplicate effect skipped',
+        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}.${found} The gate skipped it so it does not happen again; nothing was sent. Do not retry it: use the earlier result.`,
         tool,
         decisionId: result.decisionId,
         operationId: result.operationId,
         source: s,
+        extra: {
+          operation_state: result.operationState,
+          ...(result.reconciliation === null ? {} : { reconciliation: result.reconciliation }),
+        },
+      };
+    }
+    case 'hold': {
+      const last = result.lastApproval;
+      const previous = result.previousDispatchState ?? 'without a recorded outcome';
+      const looked =
+        result.reconciliation === 'none'
+          ? ' The gate looked at the destination and did not find it, but absence proves little.'
+          : result.reconciliation === 'inconclusive'
+            ? ' The gate tried to look at the destination, but the lookup gave no usable answer.'
+            : '';
+      return {
+        verdict: 'hold',
+        status: 428,
+        title: 'Retry of an unknown outcome needs approval',
+        detail: `An earlier attempt of this ${tool.effect} effect (tool ${tool.id}, operation ${result.operationId}) ended ${previous}: it may already have happened.${looked} Repeating it could do it twice, so the gate holds this retry and sent nothing. A person must approve it (approval ${result.approvalId})${last ? `; the last approval was ${last.state}${last.by ? ` by ${last.by}` : ''}${last.reason ? ` (${last.reason})` : ''}` : ''}. Do not retry until it is approved; check whether the effect happened.`,
+        tool,
+        decisionId: result.decisionId,
+        operationId: result.operationId,
+        extra: {
+          approval_id: result.approvalId,
+          previous_attempt_id: result.previousAttemptId,
+          previous_dispatch_state: result.previousDispatchState,
+          operation_state: 'unknown',
+          ...(result.reconciliation === null ? {} : { reconciliation: result.reconciliation }),
+        },
       };
     }
     case 'pending': {

@@ -12,7 +12,20 @@ export {
   GENESIS_HASH,
   verifyChain,
 } from './audit-chain.js';
-export { DEFAULT_STORE_URL, type OpenStoreOptions, openStore, resolveStoreUrl } from './open-store.js';
+export {
+  DEFAULT_STORE_URL,
+  embeddedStoreDir,
+  type OpenStoreOptions,
+  openInspectionStore,
+  openStore,
+  resolveStoreUrl,
+} from './open-store.js';
 export { storeEvents, verifyStoreChain } from './store-events.js';
+export {
+  connectStoreSocket,
+  STORE_SOCKET,
+  type StoreSocketServer,
+  serveStoreSocket,
+} from './store-socket.js';
 export type * from './types.js';
 export { uuidv7 } from './uuidv7.js';

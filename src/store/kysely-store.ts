@@ -3,9 +3,12 @@ import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import type { HotCall } from './hot-call.js';
 import { migrationProvider } from './migrations/index.js';
-import { toAttempt, toDecision, toEvent, toOperation } from './records.js';
+import { toApproval, toAttempt, toDecision, toEvent, toObservation, toOperation } from './records.js';
 import type { Database } from './schema.js';
 import type {
+  ApprovalDecisionInput,
+  ApprovalRecord,
+  ApprovalState,
   AttemptRecord,
   ChainHead,
   DecideInput,
@@ -13,9 +16,13 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
+  ObservationRecord,
+  OperationFilter,
   OperationRecord,
   OperationState,
   OutcomeInput,
+  RecoveredAttempt,
+  RecoverInput,
   Store,
   StoreStats,
 } from './types.js';
@@ -81,13 +88,13 @@ export class KyselyStore implements Store {
     });
   }
 
-  listOperations(filter?: {
-    readonly state?: OperationState;
-    readonly limit?: number;
-  }): Promise<OperationRecord[]> {
+  listOperations(filter?: OperationFilter): Promise<OperationRecord[]> {
     return this.#guard('listOperations', async () => {
       let query = this.#db.selectFrom('operations').selectAll();
       if (filter?.state !== undefined) query = query.where('state', '=', filter.state);
+      if (filter?.toolId !== undefined) query = query.where('tool_id', '=', filter.toolId);
+      if (filter?.tenant !== undefined) query = query.where('tenant', '=', filter.tenant);
+      if (filter?.since !== undefined) query = query.where('created_at', '>=', sinceDate(filter.since));
       const rows = await query
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
@@ -96,6 +103,137 @@ export class KyselyStore implements Store {
       if (rows.length === 0) return [];
       const attempts = await this.#attemptsOf(rows.map((r) => r.id));
       return rows.map((r) => toOperation(r, attempts.get(r.id) ?? []));
+    });
+  }
+
+  countOperations(
+    filter?: Omit<OperationFilter, 'state' | 'limit'>,
+  ): Promise<Partial<Record<OperationState, number>>> {
+    return this.#guard('countOperations', async () => {
+      let query = this.#db
+        .selectFrom('operations')
+        .select(['state', (eb) => eb.fn.countAll<string | number>().as('n')])
+        .groupBy('state');
+      if (filter?.toolId !== undefined) query = query.where('tool_id', '=', filter.toolId);
+      if (filter?.tenant !== undefined) query = query.where('tenant', '=', filter.tenant);
+      if (filter?.since !== undefined) query = query.where('created_at', '>=', sinceDate(filter.since));
+      const counts: Partial<Record<OperationState, number>> = {};
+      for (const row of await query.execute()) counts[row.state as OperationState] = Number(row.n);
+      return counts;
+    });
+  }
+
+  listObservations(operationId: string): Promise<ObservationRecord[]> {
+    return this.#guard('listObservations', async () => {
+      const rows = await this.#db
+        .selectFrom('observations')
+        .selectAll()
+        .where('operation_id', '=', operationId)
+        .orderBy('created_at')
+        .orderBy('id')
+        .execute();
+      return rows.map(toObservation);
+    });
+  }
+
+  listApprovals(filter?: {
+    readonly state?: ApprovalState;
+    readonly operationId?: string;
+    readonly limit?: number;
+  }): Promise<ApprovalRecord[]> {
+    return this.#guard('listApprovals', async () => {
+      let query = this.#db
+        .selectFrom('approvals')
+        .selectAll()
+        .select(sql<boolean>`coalesce(expires_at <= now(), false)`.as('expired'));
+      const state = filter?.state;
+      if (state === 'expired') {
+        query = query.where('state', '=', 'approved').where(sql<boolean>`expires_at <= now()`);
+      } else if (state === 'approved') {
+        query = query
+          .where('state', '=', 'approved')
+          .where(sql<boolean>`(expires_at is null or expires_at > now())`);
+      } else if (state !== undefined) {
+        query = query.where('state', '=', state);
+      }
+      if (filter?.operationId !== undefined) query = query.where('operation_id', '=', filter.operationId);
+      const rows = await query
+        .orderBy('requested_at', 'desc')
+        .orderBy('id')
+        .limit(filter?.limit ?? 100)
+        .execute();
+      return rows.map(toApproval);
+    });
+  }
+
+  getApproval(id: string): Promise<ApprovalRecord | null> {
+    return this.#guard('getApproval', async () => {
+      const row = await this.#db
+        .selectFrom('approvals')
+        .selectAll()
+        .select(sql<boolean>`coalesce(expires_at <= now(), false)`.as('expired'))
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row ? toApproval(row) : null;
+    });
+  }
+
+  decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord> {
+    return this.#guard('decideApproval', async () => {
+      try {
+        await sql`select eg_approval(${JSON.stringify({ ...input, ttlMs: input.ttlMs ?? null })})`.execute(
+          this.#db,
+        );
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === 'EG404') throw new EffectgateError('EG_ERR_NOT_FOUND', messageOf(err), { cause: err });
+        if (code === 'EG409')
+          throw new EffectgateError('EG_ERR_APPROVAL_STATE', messageOf(err), { cause: err });
+        throw err;
+      }
+      const approval = await this.getApproval(input.approvalId);
+      if (approval === null) throw new EffectgateError('EG_ERR_NOT_FOUND', `no approval ${input.approvalId}`);
+      return approval;
+    });
+  }
+
+  registerInstance(id: string): Promise<void> {
+    return this.#guard('registerInstance', async () => {
+      await sql`insert into gate_instances (id) values (${id})
+        on conflict (id) do update set heartbeat_at = now(), stopped_at = null`.execute(this.#db);
+    });
+  }
+
+  heartbeat(id: string): Promise<void> {
+    return this.#guard('heartbeat', async () => {
+      await sql`update gate_instances set heartbeat_at = now() where id = ${id}`.execute(this.#db);
+    });
+  }
+
+  stopInstance(id: string): Promise<void> {
+    return this.#guard('stopInstance', async () => {
+      await sql`update gate_instances set stopped_at = now() where id = ${id}`.execute(this.#db);
+    });
+  }
+
+  recover(input: RecoverInput): Promise<RecoveredAttempt[]> {
+    return this.#guard('recover', async () => {
+      const { rows } = await sql<{ result: RecoveredAttempt[] | string }>`select eg_recover(${JSON.stringify(
+        input,
+      )}) as result`.execute(this.#db);
+      const result = rows[0]?.result ?? [];
+      return typeof result === 'string' ? (JSON.parse(result) as RecoveredAttempt[]) : result;
+    });
+  }
+
+  authorityKey(): Promise<string> {
+    return this.#guard('authorityKey', async () => {
+      const row = await this.#db
+        .selectFrom('settings')
+        .select('value')
+        .where('name', '=', 'authority_key')
+        .executeTakeFirstOrThrow();
+      return row.value;
     });
   }
 
@@ -209,6 +347,14 @@ export class KyselyStore implements Store {
       throw new StoreError(`store.${what} failed: ${messageOf(err)}`, { cause: err });
     }
   }
+}
+
+/** `since` as a Date; the callers (CLI, admin API) validate it, this only refuses what is not a time. */
+function sinceDate(since: string): Date {
+  const date = new Date(since);
+  if (Number.isNaN(date.getTime()))
+    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `not a time: ${since}`);
+  return date;
 }
 
 function messageOf(err: unknown): string {

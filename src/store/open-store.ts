@@ -1,4 +1,5 @@
-import { resolve } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { type Dialect, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { EffectgateError, StoreError } from '../errors.js';
@@ -9,6 +10,7 @@ import { PGliteDialect, PGliteLink } from './pglite-dialect.js';
 import { type DirLock, lockStoreDir } from './pglite-lock.js';
 import { startPGliteWorker } from './pglite-worker.js';
 import type { Database } from './schema.js';
+import { connectStoreSocket, hasStoreSocket, STORE_SOCKET } from './store-socket.js';
 import type { Store } from './types.js';
 
 export interface OpenStoreOptions {
@@ -34,6 +36,45 @@ export function resolveStoreUrl(flag?: string, env: NodeJS.ProcessEnv = process.
 /** Opens (and by default migrates) the store named by `url`. */
 export function openStore(options: OpenStoreOptions = {}): Promise<Store> {
   return openKyselyStore(options);
+}
+
+/**
+ * For inspection and approval commands: the store itself, or, when a running gate holds the
+ * embedded store's directory lock, that gate's store socket (DESIGN.md §4.4: these commands never
+ * fail with "database locked"). Never migrates.
+ */
+export async function openInspectionStore(url: string): Promise<Store> {
+  try {
+    return await openKyselyStore({ url, migrate: false });
+  } catch (err) {
+    if (
+      !(err instanceof EffectgateError && err.code === 'EG_ERR_STORE_LOCKED' && url.startsWith('pglite:'))
+    ) {
+      throw err;
+    }
+    const dir = embeddedStoreDir(url);
+    if (dir === null || !hasStoreSocket(dir)) {
+      throw new EffectgateError(
+        'EG_ERR_STORE_LOCKED',
+        `${err.message} It serves no store socket (${join(dir ?? '.', STORE_SOCKET)}) to inspect through yet: a gate serves it once it listens.`,
+        { cause: err },
+      );
+    }
+    const remote = connectStoreSocket(dir);
+    await remote.ping();
+    return remote;
+  }
+}
+
+/** The real directory of a `pglite:DIR` store URL; `null` for `pglite:memory` or a missing one. */
+export function embeddedStoreDir(url: string): string | null {
+  const location = url.startsWith('pglite:') ? url.slice('pglite:'.length) : '';
+  if (location === '' || location === 'memory') return null;
+  try {
+    return realpathSync(resolve(location));
+  } catch {
+    return null;
+  }
 }
 
 /** `openStore`, typed as the implementation (its `db` is used by maintenance commands and tests). */

@@ -1,13 +1,24 @@
 import type { Selectable } from 'kysely';
-import type { AttemptsTable, DecisionsTable, EventsTable, OperationsTable } from './schema.js';
 import type {
+  ApprovalsTable,
+  AttemptsTable,
+  DecisionsTable,
+  EventsTable,
+  ObservationsTable,
+  OperationsTable,
+} from './schema.js';
+import type {
+  ApprovalRecord,
+  ApprovalState,
   AttemptRecord,
   DecisionRecord,
   DispatchState,
   EventRecord,
+  ObservationRecord,
   OperationRecord,
   OperationState,
   RequestFacts,
+  RetryDecision,
   RetryReason,
   Verdict,
 } from './types.js';
@@ -37,6 +48,8 @@ export function toAttempt(row: Selectable<AttemptsTable>): AttemptRecord {
     dispatchState: row.dispatch_state as DispatchState | null,
     retryOfAttemptId: row.retry_of_attempt_id,
     retryReason: row.retry_reason as RetryReason | null,
+    retryDecision: row.retry_decision as RetryDecision | null,
+    remainingAttempts: row.remaining_attempts,
     request: row.request as RequestFacts,
     status: row.status,
     responseFingerprint: row.response_fingerprint,
@@ -46,6 +59,7 @@ export function toAttempt(row: Selectable<AttemptsTable>): AttemptRecord {
     error: row.error,
     startedAt: iso(row.started_at),
     finishedAt: isoOrNull(row.finished_at),
+    recoveredAt: isoOrNull(row.recovered_at),
   };
 }
 
@@ -63,6 +77,9 @@ export function toOperation(
     idempotencyHeader: row.idempotency_header,
     runId: row.run_id,
     step: row.step,
+    worker: row.worker,
+    agentVersion: row.agent_version,
+    supersedesOperationId: row.supersedes_operation_id,
     createdAt: iso(row.created_at),
     updatedAt: iso(row.updated_at),
     attempts,
@@ -97,5 +114,43 @@ export function toEvent(row: Omit<Selectable<EventsTable>, 'recorded_at'>): Even
     payload: row.payload,
     prevHash: row.prev_hash,
     hash: row.hash,
+  };
+}
+
+export function toObservation(row: Selectable<ObservationsTable>): ObservationRecord {
+  return {
+    id: row.id,
+    operationId: row.operation_id,
+    attemptId: row.attempt_id,
+    kind: row.kind as ObservationRecord['kind'],
+    result: row.result,
+    facts: row.facts,
+    decisionId: row.decision_id,
+    createdAt: iso(row.created_at),
+  };
+}
+
+/** `expired` (computed by the database clock): an approved card whose time is up reads as `expired`. */
+export function toApproval(row: Selectable<ApprovalsTable> & { readonly expired: boolean }): ApprovalRecord {
+  const expired = row.state === 'approved' && row.expired;
+  return {
+    id: row.id,
+    operationId: row.operation_id,
+    state: (expired ? 'expired' : row.state) as ApprovalState,
+    intent: row.intent as unknown as ApprovalRecord['intent'],
+    previousAttemptId: row.previous_attempt_id,
+    previousDispatchState: row.previous_dispatch_state as DispatchState | null,
+    previousStatus: row.previous_status,
+    plannedRecovery: row.planned_recovery,
+    requestedAt: iso(row.requested_at),
+    requestedBy: row.requested_by,
+    decidedBy: row.decided_by,
+    decidedAt: isoOrNull(row.decided_at),
+    reason: row.reason,
+    expiresAt: isoOrNull(row.expires_at),
+    revokedBy: row.revoked_by,
+    revokedAt: isoOrNull(row.revoked_at),
+    usedByAttemptId: row.used_by_attempt_id,
+    usedAt: isoOrNull(row.used_at),
   };
 }

@@ -34,6 +34,7 @@ export interface OperationsTable {
   step: string | null;
   worker: string | null;
   agent_version: string | null;
+  supersedes_operation_id: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -49,6 +50,11 @@ export interface AttemptsTable {
   dispatch_state: string | null;
   retry_of_attempt_id: string | null;
   retry_reason: string | null;
+  retry_decision: string | null;
+  remaining_attempts: number | null;
+  gate_instance: string | null;
+  deadline_at: ColumnType<Date | null, never, never>;
+  recovered_at: ColumnType<Date | null, never, never>;
   request: Json<unknown>;
   status: number | null;
   response_fingerprint: string | null;
@@ -115,6 +121,51 @@ export interface ChainHeadTable {
   last_hash: string;
 }
 
+export interface ObservationsTable {
+  id: string;
+  operation_id: string;
+  attempt_id: string | null;
+  kind: string;
+  result: string;
+  facts: Json<Record<string, unknown>>;
+  decision_id: string | null;
+  created_at: Timestamp;
+}
+
+export interface ApprovalsTable {
+  id: string;
+  operation_id: string;
+  state: string;
+  intent: Json<Record<string, unknown>>;
+  previous_attempt_id: string | null;
+  previous_dispatch_state: string | null;
+  previous_status: number | null;
+  planned_recovery: string;
+  requested_at: Timestamp;
+  requested_by: string;
+  decided_by: string | null;
+  decided_at: ColumnType<Date | null, never, never>;
+  reason: string | null;
+  expires_at: ColumnType<Date | null, never, never>;
+  revoked_by: string | null;
+  revoked_at: ColumnType<Date | null, never, never>;
+  used_by_attempt_id: string | null;
+  used_at: ColumnType<Date | null, never, never>;
+}
+
+/** Gate processes; written with plain statements (register, heartbeat, stop). */
+export interface GateInstancesTable {
+  id: string;
+  started_at: ColumnType<Date, never, never>;
+  heartbeat_at: ColumnType<Date, never, never>;
+  stopped_at: ColumnType<Date | null, never, never>;
+}
+
+export interface SettingsTable {
+  name: string;
+  value: string;
+}
+
 export interface Database {
   runs: RunsTable;
   operations: OperationsTable;
@@ -123,4 +174,8 @@ export interface Database {
   dedupe_keys: DedupeKeysTable;
   events: EventsTable;
   chain_head: ChainHeadTable;
+  observations: ObservationsTable;
+  approvals: ApprovalsTable;
+  gate_instances: GateInstancesTable;
+  settings: SettingsTable;
 }

@@ -31,6 +31,56 @@ export type RetryReason =
   | 'credential_refreshed'
   | 'operator_requested';
 
+/**
+ * Why the gate let a later attempt go (recorded with the attempt, DESIGN.md §3 "a recorded retry
+ * decision"): the previous attempt definitely failed or never left; the previous reservation was
+ * lost (its outcome never recorded within pending_ttl); the destination honors the operation's
+ * idempotency key (tool `idempotency.honored: true`); or an operator approved this very retry.
+ */
+export type RetryDecision =
+  | 'previous_attempt_failed'
+  | 'reservation_expired'
+  | 'destination_idempotency_honored'
+  | 'operator_approved';
+
+/**
+ * What the gate does with a new proposal for an operation whose outcome is unknown (DESIGN.md §3,
+ * derived from the tool at load time): retry at once with the same idempotency key (`honored`),
+ * look at the destination first (`reconcile`), or hold it for an operator's approval (`hold`).
+ */
+export type UnknownRule = 'honored' | 'reconcile' | 'hold';
+
+/** Result of a reconciliation lookup: exactly one matching remote item, none, two or more, or no usable answer. */
+export type ReconciliationResult = 'match' | 'none' | 'multiple' | 'inconclusive';
+
+/**
+ * One reconciliation lookup the gate made against the destination for an operation whose outcome
+ * is unknown (tool `reconcile`), with the credentials of the proposal that triggered it (never
+ * stored). Appended as an observation; it never rewrites an attempt.
+ */
+export interface ReconciliationInput {
+  /** The operation looked up. */
+  readonly operationId: string;
+  /** Its latest attempt when the lookup started. */
+  readonly attemptId: string | null;
+  /** `GET https://api.example.com/repos/acme/api/issues?state=all`: method and URL, no credentials. */
+  readonly endpoint: string;
+  /** `sha256:<hex>` of the canonical lookup (method, URL and the argument values matched on). */
+  readonly queryFingerprint: string;
+  readonly result: ReconciliationResult;
+  /** How many remote items matched (0 when inconclusive). */
+  readonly matches: number;
+  /** The destination reference (tool `response.ref`) of every matching item, `null` where it has none. */
+  readonly remoteRefs: readonly (string | null)[];
+  /** Status of the lookup response, `null` when none came. */
+  readonly status: number | null;
+  /** Why the lookup was inconclusive (e.g. `status 503`, `ECONNREFUSED`, `not JSON`); never a secret. */
+  readonly error: string | null;
+  readonly durationMs: number;
+  /** Gate clock when the lookup was sent (ISO 8601); the store records its own time too. */
+  readonly startedAt: string;
+}
+
 /** What the gate knows about the request being proposed; never contains a secret. */
 export interface RequestFacts {
   readonly scheme: 'http' | 'https';
@@ -86,6 +136,19 @@ export interface ReserveInput extends DecideCommon {
   /** Idempotency header to inject (value = operation id), or `null`. Recorded on the operation. */
   readonly idempotencyHeader: string | null;
   readonly retryBudget: number;
+  /** What to do when the key's operation has an unknown outcome (from the tool). */
+  readonly unknownRule: UnknownRule;
+  /** `operator_requested` when the client sent `Effectgate-Retry-Reason: operator_requested`. */
+  readonly clientRetryReason: 'operator_requested' | null;
+  /**
+   * The lookup the gate made after a `reconcile` answer; `null` on a first proposal. With it the
+   * store never answers `reconcile` again.
+   */
+  readonly reconciliation: ReconciliationInput | null;
+  /** The gate process that will dispatch (recovery tells a live gate's in-flight attempt from a dead one's). */
+  readonly gateInstance: string | null;
+  /** The dispatch deadline the gate will apply, ms; recorded so recovery knows when an attempt is overdue. */
+  readonly deadlineMs: number | null;
   /**
    * When false and the key is held by another run, nothing is recorded and `pending` is returned
    * with `decisionId: null` (the caller waits and asks again). When true, the pending decision is
@@ -121,6 +184,9 @@ export type DecideResult =
       readonly attemptNumber: number;
       readonly retryOfAttemptId: string | null;
       readonly retryReason: RetryReason | null;
+      readonly retryDecision: RetryDecision | null;
+      /** Set when this proposal changed the request materially and forked a new operation. */
+      readonly supersedesOperationId: string | null;
     }
   | {
       readonly verdict: 'duplicate';
@@ -129,6 +195,38 @@ export type DecideResult =
       /** `null` when the source run is not known; never invented. */
       readonly source: DuplicateSource | null;
       readonly duplicateSkips: number;
+      /** The source operation's state: `duplicate_effect_confirmed` when reconciliation found the effect twice. */
+      readonly operationState: OperationState;
+      /** Set when this very proposal's reconciliation lookup settled the operation. */
+      readonly reconciliation: ReconciliationResult | null;
+    }
+  | {
+      /**
+       * Not a verdict: the key's operation has an unknown outcome and the tool has a `reconcile`
+       * lookup. Nothing was recorded; the gate makes the lookup and calls `decide` again with it.
+       */
+      readonly verdict: 'reconcile';
+      readonly decisionId: null;
+      readonly operationId: string;
+      readonly attemptId: string | null;
+    }
+  | {
+      /** Retry of an unknown outcome that needs an operator's approval (428). */
+      readonly verdict: 'hold';
+      readonly decisionId: string;
+      readonly operationId: string;
+      /** The open approval request for this operation (created by this decision or an earlier one). */
+      readonly approvalId: string;
+      readonly previousAttemptId: string | null;
+      readonly previousDispatchState: DispatchState | null;
+      /** The last decided approval of this operation when it was denied, revoked or expired; else `null`. */
+      readonly lastApproval: {
+        readonly id: string;
+        readonly state: ApprovalState;
+        readonly by: string | null;
+        readonly reason: string | null;
+      } | null;
+      readonly reconciliation: ReconciliationResult | null;
     }
   | {
       readonly verdict: 'pending';
@@ -176,6 +274,9 @@ export interface AttemptRecord {
   readonly dispatchState: DispatchState | null;
   readonly retryOfAttemptId: string | null;
   readonly retryReason: RetryReason | null;
+  readonly retryDecision: RetryDecision | null;
+  /** Attempts this operation may make in all (tool `retry.budget`) minus this attempt's number. */
+  readonly remainingAttempts: number | null;
   readonly request: RequestFacts;
   readonly status: number | null;
   readonly responseFingerprint: string | null;
@@ -185,6 +286,8 @@ export interface AttemptRecord {
   readonly error: string | null;
   readonly startedAt: string;
   readonly finishedAt: string | null;
+  /** Set when crash recovery marked this attempt `sent_no_response` (the gate died mid-dispatch). */
+  readonly recoveredAt: string | null;
 }
 
 export interface OperationRecord {
@@ -197,9 +300,126 @@ export interface OperationRecord {
   readonly idempotencyHeader: string | null;
   readonly runId: string;
   readonly step: string | null;
+  readonly worker: string | null;
+  readonly agentVersion: string | null;
+  /** The operation this one replaced because the request changed materially (a fork, not a retry). */
+  readonly supersedesOperationId: string | null;
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly attempts: readonly AttemptRecord[];
+}
+
+/** Later evidence about an operation (DESIGN.md §3): a reconciliation lookup or a gate restart. */
+export interface ObservationRecord {
+  readonly id: string;
+  readonly operationId: string;
+  readonly attemptId: string | null;
+  readonly kind: 'reconciliation' | 'gate_restarted';
+  /** `match` / `none` / `multiple` / `inconclusive` for a lookup; `marked_unknown` for a restart. */
+  readonly result: string;
+  /** The observation's facts (for a lookup: endpoint, queryFingerprint, matches, remoteRefs, status, error). */
+  readonly facts: Readonly<Record<string, unknown>>;
+  /** The decision whose proposal triggered it, when one did. */
+  readonly decisionId: string | null;
+  readonly createdAt: string;
+}
+
+/**
+ * `requested` (open, created by a `hold`) → `approved` (allows exactly one retry until
+ * `expiresAt`) → `used` (by that retry); or `denied`; an approved one can be `revoked`, and reads
+ * as `expired` once its time is up. A request still open when evidence settles the operation (a
+ * late outcome, a reconciliation) is `withdrawn`: nothing is left to approve.
+ */
+export type ApprovalState =
+  | 'requested'
+  | 'approved'
+  | 'denied'
+  | 'revoked'
+  | 'used'
+  | 'expired'
+  | 'withdrawn';
+
+/**
+ * An approval card (DESIGN.md §3): who may try what again, recorded apart from what happened.
+ * Approving allows exactly one more attempt of the operation.
+ */
+export interface ApprovalRecord {
+  readonly id: string;
+  readonly operationId: string;
+  readonly state: ApprovalState;
+  /** What the operation intends: tool, scope, key values, destination and request fingerprint. */
+  readonly intent: {
+    readonly toolId: string;
+    readonly scope: Scope;
+    readonly keyValues: readonly unknown[] | null;
+    readonly method: string;
+    readonly host: string;
+    readonly path: string;
+    readonly route: string;
+    readonly fingerprint: string;
+    /** The idempotency header the retry will carry (value = operation id), or `null`. */
+    readonly idempotencyHeader: string | null;
+  };
+  readonly previousAttemptId: string | null;
+  readonly previousDispatchState: DispatchState | null;
+  readonly previousStatus: number | null;
+  /** What approving will do, in words, e.g. "one retry of operation … with the same Idempotency-Key". */
+  readonly plannedRecovery: string;
+  readonly requestedAt: string;
+  /** The decision (a `hold`) or the recovery that asked for it. */
+  readonly requestedBy: string;
+  readonly decidedBy: string | null;
+  readonly decidedAt: string | null;
+  readonly reason: string | null;
+  /** Until when an approved retry may start; `null` = no expiry. */
+  readonly expiresAt: string | null;
+  readonly revokedBy: string | null;
+  readonly revokedAt: string | null;
+  readonly usedByAttemptId: string | null;
+  readonly usedAt: string | null;
+}
+
+export interface ApprovalDecisionInput {
+  readonly approvalId: string;
+  /** approve/deny a `requested` approval; revoke an `approved` one that was not used yet. */
+  readonly action: 'approve' | 'deny' | 'revoke';
+  /** Who decided (free text: a person's login or an email). */
+  readonly by: string;
+  readonly reason: string;
+  /** approve only: how long the approved retry may wait to start; `null` = no expiry. */
+  readonly ttlMs?: number | null;
+}
+
+/** One attempt crash recovery found without an outcome and marked `sent_no_response`. */
+export interface RecoveredAttempt {
+  readonly operationId: string;
+  readonly attemptId: string;
+  readonly toolId: string;
+  /** The approval request created for it (tools whose unknown rule is `hold`), else `null`. */
+  readonly approvalId: string | null;
+}
+
+export interface RecoverInput {
+  /** The calling gate process; its own in-flight attempts are never touched. `null` for the CLI. */
+  readonly instanceId: string | null;
+  /**
+   * True when no other gate can be running on this store (embedded PGlite: the directory lock):
+   * every attempt without an outcome is orphaned. Otherwise only attempts of gate instances whose
+   * heartbeat is older than `staleAfterMs` (or that stopped), and attempts past their deadline.
+   */
+  readonly exclusive: boolean;
+  readonly staleAfterMs: number;
+  /** The unknown rule of each tool the caller knows; tools with rule `hold` get an approval request. */
+  readonly rules: Readonly<Record<string, UnknownRule>>;
+}
+
+export interface OperationFilter {
+  readonly state?: OperationState;
+  readonly toolId?: string;
+  readonly tenant?: string;
+  /** ISO 8601: operations created at or after. */
+  readonly since?: string;
+  readonly limit?: number;
 }
 
 export interface DecisionRecord {
@@ -261,10 +481,39 @@ export interface Store {
   decide(input: DecideInput): Promise<DecideResult>;
   recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }>;
   getOperation(id: string): Promise<OperationRecord | null>;
-  listOperations(filter?: {
-    readonly state?: OperationState;
+  listOperations(filter?: OperationFilter): Promise<OperationRecord[]>;
+  /** How many operations are in each state (same filter, without `state` and `limit`). */
+  countOperations(
+    filter?: Omit<OperationFilter, 'state' | 'limit'>,
+  ): Promise<Partial<Record<OperationState, number>>>;
+  listObservations(operationId: string): Promise<ObservationRecord[]>;
+  listApprovals(filter?: {
+    readonly state?: ApprovalState;
+    readonly operationId?: string;
     readonly limit?: number;
-  }): Promise<OperationRecord[]>;
+  }): Promise<ApprovalRecord[]>;
+  getApproval(id: string): Promise<ApprovalRecord | null>;
+  /**
+   * Approve, deny or revoke. Throws `EG_ERR_NOT_FOUND` for an unknown id and
+   * `EG_ERR_APPROVAL_STATE` when the approval is not in a state the action applies to.
+   */
+  decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord>;
+  /** Registers (or re-announces) a running gate process; `heartbeat` keeps it alive. */
+  registerInstance(id: string): Promise<void>;
+  heartbeat(id: string): Promise<void>;
+  /** Marks a gate process stopped after it drained (its attempts all have outcomes). */
+  stopInstance(id: string): Promise<void>;
+  /**
+   * Crash recovery (DESIGN.md §3 "a restart never forgets uncertainty"): every attempt persisted
+   * without an outcome whose gate is gone is marked `sent_no_response` with a `gate_restarted`
+   * observation; its operation becomes `unknown`, its key `unknown`.
+   */
+  recover(input: RecoverInput): Promise<RecoveredAttempt[]>;
+  /**
+   * A random key made once per store (migration 0002), for the HMAC authority reference when
+   * `EFFECTGATE_AUTHORITY_KEY` is not set, so credential changes are recognised across restarts.
+   */
+  authorityKey(): Promise<string>;
   getDecision(id: string): Promise<DecisionRecord | null>;
   listDecisions(filter: {
     readonly runId?: string;

@@ -245,16 +245,18 @@ for (const target of storeTargets()) {
       expect(keys).toEqual([first.headers['effectgate-operation'], first.headers['effectgate-operation']]);
     });
 
-    it('treats a 5xx as unknown, never failed: the next proposal is held pending, not sent', async () => {
+    it('treats a 5xx as unknown, never failed: the next proposal is held for approval, not sent', async () => {
       const first = await createIssue({ title: 'fail5xx maybe done' });
       expect(first.status).toBe(503);
       expect(first.headers['effectgate-verdict']).toBe('allow');
       const next = await createIssue({ title: 'fail5xx maybe done' }, { 'effectgate-run': 'someone-else' });
-      expect(next.status).toBe(409);
+      expect(next.status).toBe(428);
       expect(next.json).toMatchObject({
-        verdict: 'pending',
+        verdict: 'hold',
         operation_state: 'unknown',
         operation_id: first.headers['effectgate-operation'],
+        previous_dispatch_state: 'response_received',
+        approval_id: expect.any(String),
       });
       expect(issuesOf('fail5xx maybe done')).toHaveLength(1);
     });

@@ -7,6 +7,8 @@ const BIN = fileURLToPath(new URL('../../bin/effectgate.js', import.meta.url));
 export interface ProxyProcess {
   readonly url: string;
   readonly port: number;
+  /** `http://host:port` of the admin server when started with `--admin`, else `null`. */
+  readonly adminUrl: string | null;
   readonly child: ChildProcess;
   /** Everything the process wrote to stderr so far (JSON log lines). */
   stderr(): string;
@@ -15,7 +17,7 @@ export interface ProxyProcess {
 
 /**
  * Starts the real `effectgate proxy` (the built bin, as a user runs it) on a free loopback port
- * and resolves once it prints its listening line.
+ * and resolves once it prints its listening line (and, with `--admin`, the admin server's).
  */
 export async function startProxyProcess(
   args: readonly string[],
@@ -30,24 +32,29 @@ export async function startProxyProcess(
   child.stderr?.on('data', (d: Buffer) => {
     err += d.toString();
   });
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`proxy did not start in 30s\n${out}\n${err}`)), 30_000);
-    child.stdout?.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out);
-      if (m) {
+  const withAdmin = args.some((a) => a === '--admin' || a.startsWith('--admin='));
+  const { port, adminUrl } = await new Promise<{ port: number; adminUrl: string | null }>(
+    (resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`proxy did not start in 30s\n${out}\n${err}`)), 30_000);
+      child.stdout?.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /proxy listening on http:\/\/[^:]+:(\d+)/.exec(out);
+        const a = /admin listening on (http:\/\/[^\s]+:\d+)/.exec(out);
+        if (m && (!withAdmin || a)) {
+          clearTimeout(timer);
+          resolve({ port: Number(m[1]), adminUrl: a ? a[1]! : null });
+        }
+      });
+      child.once('exit', (code) => {
         clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`proxy exited with ${code} before listening\n${out}\n${err}`));
-    });
-  });
+        reject(new Error(`proxy exited with ${code} before listening\n${out}\n${err}`));
+      });
+    },
+  );
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    adminUrl,
     child,
     stderr: () => err,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {

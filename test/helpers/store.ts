@@ -11,15 +11,21 @@ import pg from 'pg';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openKyselyStore } from '../../src/store/open-store.js';
 import type {
+  ApprovalDecisionInput,
+  ApprovalRecord,
   ChainHead,
   DecideInput,
   DecideResult,
   DecisionRecord,
   EventPosition,
   EventRecord,
+  ObservationRecord,
+  OperationFilter,
   OperationRecord,
   OperationState,
   OutcomeInput,
+  RecoveredAttempt,
+  RecoverInput,
   Store,
   StoreStats,
 } from '../../src/store/types.js';
@@ -120,11 +126,50 @@ class TestStoreHandle implements TestStore {
     return this.#inner.getOperation(id);
   }
 
-  listOperations(filter?: {
-    readonly state?: OperationState;
-    readonly limit?: number;
-  }): Promise<OperationRecord[]> {
+  listOperations(filter?: OperationFilter): Promise<OperationRecord[]> {
     return this.#inner.listOperations(filter);
+  }
+
+  countOperations(
+    filter?: Omit<OperationFilter, 'state' | 'limit'>,
+  ): Promise<Partial<Record<OperationState, number>>> {
+    return this.#inner.countOperations(filter);
+  }
+
+  listObservations(operationId: string): Promise<ObservationRecord[]> {
+    return this.#inner.listObservations(operationId);
+  }
+
+  listApprovals(filter?: Parameters<Store['listApprovals']>[0]): Promise<ApprovalRecord[]> {
+    return this.#inner.listApprovals(filter);
+  }
+
+  getApproval(id: string): Promise<ApprovalRecord | null> {
+    return this.#inner.getApproval(id);
+  }
+
+  decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord> {
+    return this.#inner.decideApproval(input);
+  }
+
+  registerInstance(id: string): Promise<void> {
+    return this.#inner.registerInstance(id);
+  }
+
+  heartbeat(id: string): Promise<void> {
+    return this.#inner.heartbeat(id);
+  }
+
+  stopInstance(id: string): Promise<void> {
+    return this.#inner.stopInstance(id);
+  }
+
+  recover(input: RecoverInput): Promise<RecoveredAttempt[]> {
+    return this.#inner.recover(input);
+  }
+
+  authorityKey(): Promise<string> {
+    return this.#inner.authorityKey();
   }
 
   getDecision(id: string): Promise<DecisionRecord | null> {

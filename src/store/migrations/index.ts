@@ -1,5 +1,6 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import { migration0001 } from './0001-initial.js';
+import { migration0002 } from './0002-unknown-outcomes.js';
 
 /*
  * Migrations are listed in code, not discovered on disk, so they work unchanged from dist/ and
@@ -7,6 +8,7 @@ import { migration0001 } from './0001-initial.js';
  */
 const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001-initial': migration0001,
+  '0002-unknown-outcomes': migration0002,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -194,10 +194,13 @@ for (const target of storeTargets()) {
         { ...slow, context: { ...slow.context, run: 'r-slow-2' } },
         client.send,
       );
-      expect(again.status).toBe(409);
+      // Not taken over by TTL: the retry of an unknown outcome is held for an approval.
+      expect(again.status).toBe(428);
       expect(JSON.parse(new TextDecoder().decode(again.body))).toMatchObject({
-        verdict: 'pending',
+        verdict: 'hold',
         operation_state: 'unknown',
+        previous_dispatch_state: 'sent_no_response',
+        approval_id: expect.any(String),
       });
       expect(upstream.requests.filter((r) => r.url === '/slow')).toHaveLength(1);
     });

@@ -26,7 +26,7 @@ export const payloadOf = (e: EventRecord): Record<string, unknown> =>
 
 /**
  * Allow + confirm, a duplicate, failures and their retries, a block, an unknown outcome and the
- * pending proposals after it (one recorded, one not), a halted run.
+ * held retry after it, pending proposals on a held key (one recorded, one not), a halted run.
  */
 export async function writeHistory(store: Store): Promise<AuditHistory> {
   const perCall: number[] = [];
@@ -58,8 +58,13 @@ export async function writeHistory(store: Store): Promise<AuditHistory> {
   const u = await counted(() => store.decide(reserve(newRun(), key3)));
   expectVerdict(u, 'allow');
   await counted(() => store.recordOutcome(outcome(u, key3, 'unknown')));
-  await counted(() => store.decide(reserve(newRun(), key3, { recordPending: true })));
-  await counted(() => store.decide(reserve(newRun(), key3, { recordPending: false })));
+  // The retry of an unknown outcome of a tool without honored idempotency nor a lookup: hold.
+  expectVerdict(await counted(() => store.decide(reserve(newRun(), key3))), 'hold');
+  // A key another run holds right now: pending, recorded only when asked.
+  const key4 = newKey();
+  expectVerdict(await counted(() => store.decide(reserve(newRun(), key4))), 'allow');
+  await counted(() => store.decide(reserve(newRun(), key4, { recordPending: true })));
+  await counted(() => store.decide(reserve(newRun(), key4, { recordPending: false })));
   await counted(() => store.decide(reserve(newRun(), key, { maxDuplicateSkips: 0 })));
   return { retried, perCall };
 }

@@ -26,7 +26,8 @@ for (const target of storeTargets()) {
       expect((await allEvents(store)).map((e) => e.type).sort()).toEqual(
         [
           ...Array(5).fill('attempt.outcome'),
-          ...Array(5).fill('decision.allow'),
+          ...Array(6).fill('decision.allow'),
+          'decision.hold',
           'decision.block',
           'decision.duplicate',
           'decision.halted',
@@ -94,8 +95,18 @@ for (const target of storeTargets()) {
       });
       const pending = payload(events.find((e) => e.type === 'decision.pending')!);
       expect(pending).toMatchObject({
-        decision: { reason: 'outcome_unknown' },
-        facts: { operationState: 'unknown', heldBy: { keyState: 'unknown' } },
+        decision: { reason: 'reserved_by_another_run' },
+        facts: { operationState: 'open', heldBy: { keyState: 'pending' } },
+      });
+      const hold = payload(events.find((e) => e.type === 'decision.hold')!);
+      expect(hold).toMatchObject({
+        decision: { verdict: 'hold', reason: 'outcome_unknown' },
+        facts: {
+          approval: { id: expect.any(String), created: true },
+          previousAttempt: { number: 1, dispatchState: 'sent_no_response' },
+          requestChanged: false,
+          lastApproval: null,
+        },
       });
     });
 

@@ -4,6 +4,8 @@ import type {
   DecideResult,
   DedupeKeyInput,
   OutcomeInput,
+  ReconciliationInput,
+  ReconciliationResult,
   RequestFacts,
   ReserveInput,
   Scope,
@@ -62,6 +64,11 @@ export function reserve(
     newAttemptId: uuidv7(),
     idempotencyHeader: 'Idempotency-Key',
     retryBudget: 3,
+    unknownRule: 'hold',
+    clientRetryReason: null,
+    reconciliation: null,
+    gateInstance: null,
+    deadlineMs: null,
     recordPending: true,
     ...overrides,
   };
@@ -112,6 +119,32 @@ export function outcome(
     replayed: null,
     durationMs: 12.5,
     error: operationState === 'unknown' ? 'timeout' : null,
+    ...overrides,
+  };
+}
+
+/**
+ * A reconciliation lookup's result for `target` (an operation and its latest attempt): `match`
+ * finds one remote item, `multiple` two, `none` and `inconclusive` nothing.
+ */
+export function reconciliation(
+  target: { readonly operationId: string; readonly attemptId: string | null },
+  result: ReconciliationResult,
+  overrides: Partial<ReconciliationInput> = {},
+): ReconciliationInput {
+  const matches = result === 'match' ? 1 : result === 'multiple' ? 2 : 0;
+  return {
+    operationId: target.operationId,
+    attemptId: target.attemptId,
+    endpoint: 'GET https://api.github.com/repos/acme/app/issues?state=all',
+    queryFingerprint: 'sha256:10c4f00d',
+    result,
+    matches,
+    remoteRefs: Array.from({ length: matches }, (_, i) => `https://github.com/acme/app/issues/${101 + i}`),
+    status: result === 'inconclusive' ? 503 : 200,
+    error: result === 'inconclusive' ? 'status 503' : null,
+    durationMs: 7.5,
+    startedAt: new Date().toISOString(),
     ...overrides,
   };
 }

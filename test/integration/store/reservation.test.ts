@@ -104,7 +104,7 @@ for (const target of storeTargets()) {
       expect(retry.retryOfAttemptId).toBe(first.attemptId);
     });
 
-    it('unknown keeps the key held: later proposals are pending, recorded only with recordPending', async () => {
+    it('unknown keeps the key held whatever the TTL: later proposals are held with one open approval request', async () => {
       const key = newKey({ pendingTtlMs: 50 });
       const first = await store.decide(reserve(newRun(), key));
       expectVerdict(first, 'allow');
@@ -112,23 +112,25 @@ for (const target of storeTargets()) {
       expect(res.operationState).toBe('unknown');
       await sleep(80); // past the pending TTL: an unknown outcome is never taken over by TTL
 
-      const quietRun = newRun();
-      const quiet = await store.decide(reserve(quietRun, key, { recordPending: false }));
-      expectVerdict(quiet, 'pending');
-      expect(quiet).toMatchObject({
-        decisionId: null,
+      const runA = newRun();
+      const a = await store.decide(reserve(runA, key, { recordPending: false }));
+      expectVerdict(a, 'hold');
+      expect(a).toMatchObject({
         operationId: first.operationId,
-        operationState: 'unknown',
+        previousAttemptId: first.attemptId,
+        previousDispatchState: 'sent_no_response',
+        lastApproval: null,
       });
-      expect(await store.listDecisions({ runId: quietRun })).toEqual([]);
-
-      const loudRun = newRun();
-      const loud = await store.decide(reserve(loudRun, key, { recordPending: true }));
-      expectVerdict(loud, 'pending');
-      expect(loud.decisionId).not.toBeNull();
-      expect(loud).toMatchObject({ operationId: first.operationId, operationState: 'unknown' });
-      const decisions = await store.listDecisions({ runId: loudRun });
-      expect(decisions.map((d) => [d.verdict, d.operationId])).toEqual([['pending', first.operationId]]);
+      const b = await store.decide(reserve(newRun(), key));
+      expectVerdict(b, 'hold');
+      expect(b.approvalId).toBe(a.approvalId);
+      expect((await store.listDecisions({ runId: runA })).map((d) => [d.verdict, d.operationId])).toEqual([
+        ['hold', first.operationId],
+      ]);
+      expect(await store.listApprovals({ operationId: first.operationId })).toMatchObject([
+        { id: a.approvalId, state: 'requested', previousDispatchState: 'sent_no_response' },
+      ]);
+      expect((await store.getOperation(first.operationId))?.attempts).toHaveLength(1);
     });
 
     it('a reservation held by another run is pending until its TTL', async () => {

@@ -1,0 +1,259 @@
+/**
+ * The admin API routes under `/api` (authentication is checked before they are reached): the
+ * operations and approvals an operator investigates and decides. JSON in and out; refusals are
+ * `application/problem+json`.
+ *
+ *   GET  /api/operations?state=&tool=&tenant=&since=&limit=   { operations, counts }
+ *   GET  /api/operations/:id                                  { operation, decisions, observations, approvals }
+ *   GET  /api/runs/:id                                        { run_id, decisions }
+ *   GET  /api/approvals?state=&limit=                         { approvals }
+ *   GET  /api/approvals/:id                                   ApprovalRecord
+ *   POST /api/approvals/:id/approve|deny|revoke               ApprovalRecord (after the decision)
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isEffectgateError } from '../errors.js';
+import type { OperationState, Store } from '../store/index.js';
+import {
+  badRequest,
+  HttpProblem,
+  methodNotAllowed,
+  notFound,
+  readJsonObject,
+  sendJson,
+} from './admin-http.js';
+import {
+  DEFAULT_LIST_LIMIT,
+  InputError,
+  isApprovalAction,
+  OPERATION_STATES,
+  parseApprovalDecision,
+  parseApprovalState,
+  parseLimit,
+  parseName,
+  parseOperationFilter,
+} from './admin-input.js';
+
+export interface AdminApiContext {
+  readonly store: Store;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The path segments after `/api`, percent-decoded. */
+  readonly segments: readonly string[];
+  readonly query: URLSearchParams;
+}
+
+type Handler = (ctx: AdminApiContext, params: readonly string[]) => Promise<unknown>;
+
+interface Route {
+  /** Literal segments, or `:` for a parameter. */
+  readonly pattern: readonly string[];
+  readonly method: 'GET' | 'POST';
+  readonly handler: Handler;
+}
+
+const ROUTES: readonly Route[] = [
+  { pattern: ['operations'], method: 'GET', handler: listOperations },
+  { pattern: ['operations', ':'], method: 'GET', handler: getOperation },
+  { pattern: ['runs', ':'], method: 'GET', handler: getRun },
+  { pattern: ['approvals'], method: 'GET', handler: listApprovals },
+  { pattern: ['approvals', ':'], method: 'GET', handler: getApproval },
+  { pattern: ['approvals', ':', ':action'], method: 'POST', handler: decideApproval },
+];
+
+/** Routes one authenticated `/api/*` request; throws `HttpProblem` (or a store error) on refusal. */
+export async function handleAdminApi(ctx: AdminApiContext): Promise<void> {
+  const matching = ROUTES.map((route) => ({ route, params: match(route.pattern, ctx.segments) })).filter(
+    (m): m is { route: Route; params: string[] } => m.params !== null,
+  );
+  if (matching.length === 0) throw notFound(`No admin API route ${describePath(ctx.segments)}.`);
+  const method = ctx.req.method === 'HEAD' ? 'GET' : ctx.req.method;
+  const hit = matching.find((m) => m.route.method === method);
+  if (hit === undefined) {
+    const allow = [
+      ...new Set(matching.flatMap((m) => (m.route.method === 'GET' ? ['GET', 'HEAD'] : ['POST']))),
+    ];
+    throw methodNotAllowed(ctx.req.method, allow);
+  }
+  const body = await hit.route.handler(ctx, hit.params);
+  sendJson(ctx.req, ctx.res, 200, body);
+}
+
+function match(pattern: readonly string[], segments: readonly string[]): string[] | null {
+  if (pattern.length !== segments.length) return null;
+  const params: string[] = [];
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    const s = segments[i]!;
+    if (p === ':action') {
+      if (!isApprovalAction(s)) return null;
+      params.push(s);
+    } else if (p === ':') {
+      if (s === '') return null;
+      params.push(s);
+    } else if (p !== s) return null;
+  }
+  return params;
+}
+
+function describePath(segments: readonly string[]): string {
+  const path = `/api/${segments.join('/')}`;
+  return JSON.stringify(path.length > 120 ? `${path.slice(0, 120)}…` : path);
+}
+
+/** The query parameters, each at most once and only those the route knows. */
+function queryOf<K extends string>(ctx: AdminApiContext, allowed: readonly K[]): Partial<Record<K, string>> {
+  const out: Partial<Record<K, string>> = {};
+  for (const name of new Set(ctx.query.keys())) {
+    if (!(allowed as readonly string[]).includes(name)) {
+      throw badRequest(
+        allowed.length === 0
+          ? `Unknown query parameter ${JSON.stringify(name)}: this route takes none.`
+          : `Unknown query parameter ${JSON.stringify(name)}; use ${allowed.join(', ')}.`,
+      );
+    }
+    const values = ctx.query.getAll(name);
+    if (values.length > 1)
+      throw badRequest(`Query parameter ${JSON.stringify(name)} is given more than once.`);
+    out[name as K] = values[0]!;
+  }
+  return out;
+}
+
+function idOf(what: string, raw: string): string {
+  try {
+    return parseName(what, raw);
+  } catch (err) {
+    if (err instanceof InputError) throw badRequest(err.message);
+    throw err;
+  }
+}
+
+/** Every state, 0 where there are none, so the shape never depends on the data. */
+export function fullCounts(counts: Partial<Record<OperationState, number>>): Record<OperationState, number> {
+  const full = {} as Record<OperationState, number>;
+  for (const state of OPERATION_STATES) full[state] = counts[state] ?? 0;
+  return full;
+}
+
+async function listOperations(ctx: AdminApiContext): Promise<unknown> {
+  const q = queryOf(ctx, ['state', 'tool', 'tenant', 'since', 'limit']);
+  const filter = parseOperationFilter(q);
+  const { state: _state, limit: _limit, ...countFilter } = filter;
+  const [operations, counts] = await Promise.all([
+    ctx.store.listOperations(filter),
+    ctx.store.countOperations(countFilter),
+  ]);
+  return { operations, counts: fullCounts(counts) };
+}
+
+async function getOperation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('operation id', rawId!);
+  const operation = await ctx.store.getOperation(id);
+  if (operation === null) throw notFound(`No operation ${JSON.stringify(id)}.`, 'EG_ERR_NOT_FOUND');
+  const [decisions, observations, approvals] = await Promise.all([
+    ctx.store.listDecisions({ operationId: id }),
+    ctx.store.listObservations(id),
+    ctx.store.listApprovals({ operationId: id }),
+  ]);
+  return { operation, decisions, observations, approvals };
+}
+
+async function getRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('run id', rawId!);
+  const decisions = await ctx.store.listDecisions({ runId: id });
+  // A run exists only through what it proposed: no decision, no run.
+  if (decisions.length === 0)
+    throw notFound(`No decision recorded for run ${JSON.stringify(id)}.`, 'EG_ERR_NOT_FOUND');
+  return { run_id: id, decisions };
+}
+
+async function listApprovals(ctx: AdminApiContext): Promise<unknown> {
+  const q = queryOf(ctx, ['state', 'limit']);
+  const approvals = await ctx.store.listApprovals({
+    ...(q.state === undefined ? {} : { state: parseApprovalState('state', q.state) }),
+    limit: q.limit === undefined ? DEFAULT_LIST_LIMIT : parseLimit('limit', q.limit),
+  });
+  return { approvals };
+}
+
+async function getApproval(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('approval id', rawId!);
+  const approval = await ctx.store.getApproval(id);
+  if (approval === null) throw notFound(`No approval ${JSON.stringify(id)}.`, 'EG_ERR_NOT_FOUND');
+  return approval;
+}
+
+const DECISION_FIELDS = ['by', 'reason', 'ttl'] as const;
+
+async function decideApproval(ctx: AdminApiContext, [rawId, action]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('approval id', rawId!);
+  if (action === undefined || !isApprovalAction(action)) throw notFound('No such approval action.');
+  const body = await readJsonObject(ctx.req);
+  const unknown = Object.keys(body).filter((k) => !(DECISION_FIELDS as readonly string[]).includes(k));
+  if (unknown.length > 0) {
+    throw badRequest(
+      `Unknown member ${JSON.stringify(unknown[0]!.slice(0, 60))} in the body; use by, reason${action === 'approve' ? ' and optionally ttl' : ''}.`,
+    );
+  }
+  const decision = parseApprovalDecision(id, action, {
+    by: body['by'],
+    reason: body['reason'],
+    ...(body['ttl'] === undefined ? {} : { ttl: body['ttl'] }),
+  });
+  return ctx.store.decideApproval(decision);
+}
+
+/** Any error → the problem the API answers with. Unexpected errors say nothing of their insides. */
+export function problemOf(err: unknown): HttpProblem {
+  if (err instanceof HttpProblem) return err;
+  if (err instanceof InputError) return badRequest(err.message);
+  if (isEffectgateError(err)) {
+    switch (err.code) {
+      case 'EG_ERR_NOT_FOUND':
+        return notFound(err.message, err.code);
+      case 'EG_ERR_APPROVAL_STATE':
+        return new HttpProblem({
+          status: 409,
+          problem: 'approval_state',
+          title: 'Approval not in a state for this action',
+          detail: err.message,
+          code: err.code,
+        });
+      case 'EG_ERR_STORE_UNAVAILABLE':
+        return new HttpProblem({
+          status: 503,
+          problem: 'store_unavailable',
+          title: 'Store unavailable',
+          detail: `${err.message} (see GET /readyz).`,
+          code: err.code,
+          headers: { 'retry-after': '5' },
+        });
+      case 'EG_ERR_CONFIG_INVALID':
+        return new HttpProblem({
+          status: 400,
+          problem: 'bad_request',
+          title: 'Bad request',
+          detail: err.message,
+          code: err.code,
+        });
+      default:
+        return new HttpProblem({
+          status: 500,
+          problem: 'internal',
+          title: 'Internal error',
+          detail: err.message,
+          code: err.code,
+        });
+    }
+  }
+  return new HttpProblem({
+    status: 500,
+    problem: 'internal',
+    title: 'Internal error',
+    detail: 'The admin API failed unexpectedly; the gate log has the error.',
+  });
+}

@@ -1,0 +1,181 @@
+import { parseArgs } from 'node:util';
+import {
+  type ApprovalAction,
+  DEFAULT_LIST_LIMIT,
+  parseApprovalDecision,
+  parseApprovalState,
+  parseLimit,
+  parseName,
+} from '../admin/index.js';
+import { type ApprovalRecord, openInspectionStore, resolveStoreUrl } from '../store/index.js';
+import { COLUMNS, flag, keyText, labelled, printable, truncate, writeJson } from './cli-text.js';
+
+const USAGE = `usage: effectgate approvals list [--state S] [--limit N] [--store URL] [--json]
+       effectgate approvals approve <id> --by WHO --reason TEXT [--ttl 1h|permanent] [--store URL] [--json]
+       effectgate approvals deny <id> --by WHO --reason TEXT [--store URL] [--json]
+       effectgate approvals revoke <id> --by WHO --reason TEXT [--store URL] [--json]`;
+
+/**
+ * `effectgate approvals`: list the approval cards, or approve/deny/revoke one. Approving allows
+ * exactly one more attempt of the held operation, for `--ttl` (default 1h; `permanent` = no expiry).
+ */
+export async function runApprovals(argv: readonly string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  switch (sub) {
+    case 'list':
+      return list(rest);
+    case 'approve':
+    case 'deny':
+    case 'revoke':
+      return decide(sub, rest);
+    default:
+      process.stderr.write(`effectgate: unknown approvals command ${JSON.stringify(sub ?? '')}\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+async function list(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      state: { type: 'string' },
+      limit: { type: 'string' },
+      store: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  if (positionals.length > 0) {
+    process.stderr.write(`effectgate: approvals list takes no arguments\n${USAGE}\n`);
+    return 2;
+  }
+  const state =
+    values.state === undefined ? undefined : flag(() => parseApprovalState('--state', values.state!));
+  const limit =
+    values.limit === undefined ? DEFAULT_LIST_LIMIT : flag(() => parseLimit('--limit', values.limit!));
+  const store = await openInspectionStore(resolveStoreUrl(values.store));
+  try {
+    const approvals = await store.listApprovals({ ...(state === undefined ? {} : { state }), limit });
+    if (values.json) {
+      writeJson({ approvals });
+      return 0;
+    }
+    const what = state === undefined ? 'approval(s)' : `${state} approval(s)`;
+    const out = [approvals.length === 0 ? `no ${what}` : `${approvals.length} ${what}:`];
+    for (const a of approvals) out.push('', ...approvalCard(a));
+    process.stdout.write(`${out.join('\n')}\n`);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+async function decide(action: ApprovalAction, argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      by: { type: 'string' },
+      reason: { type: 'string' },
+      ...(action === 'approve' ? { ttl: { type: 'string' } } : {}),
+      store: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    } as const,
+  });
+  const [id, ...extra] = positionals;
+  const missing = [
+    ...(id === undefined ? ['<id>'] : []),
+    ...(values.by === undefined ? ['--by WHO'] : []),
+    ...(values.reason === undefined ? ['--reason TEXT'] : []),
+  ];
+  if (missing.length > 0) {
+    process.stderr.write(
+      `effectgate: approvals ${action} needs ${missing.join(', ')} (who decides and why are recorded with the decision)\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  if (extra.length > 0) {
+    process.stderr.write(
+      `effectgate: approvals ${action} takes one id, got ${positionals.length}\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  const ttl = (values as { ttl?: string }).ttl;
+  const input = flag(() =>
+    parseApprovalDecision(
+      parseName('approval id', id!),
+      action,
+      { by: values.by, reason: values.reason, ...(ttl === undefined ? {} : { ttl }) },
+      (field) => `--${field}`,
+    ),
+  );
+  const store = await openInspectionStore(resolveStoreUrl(values.store));
+  try {
+    const approval = await store.decideApproval(input);
+    if (values.json) writeJson(approval);
+    else
+      process.stdout.write(
+        `${[decisionSummary(action, approval), '', ...approvalCard(approval)].join('\n')}\n`,
+      );
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+function decisionSummary(action: ApprovalAction, a: ApprovalRecord): string {
+  const id = printable(a.id);
+  if (action === 'approve') {
+    const until = a.expiresAt === null ? 'with no expiry' : `until ${printable(a.expiresAt)}`;
+    return `approved ${id}: one retry of operation ${printable(a.operationId)} may start ${until}`;
+  }
+  if (action === 'deny') return `denied ${id}: operation ${printable(a.operationId)} stays held`;
+  return `revoked ${id}: the approved retry of operation ${printable(a.operationId)} may no longer start`;
+}
+
+/** One approval card: intent, previous dispatch state, planned recovery, and who decided what when. */
+export function approvalCard(a: ApprovalRecord): string[] {
+  const i = a.intent;
+  const previous = [
+    a.previousDispatchState ?? 'no attempt yet',
+    ...(a.previousStatus === null ? [] : [`status ${a.previousStatus}`]),
+    ...(a.previousAttemptId === null ? [] : [`attempt ${printable(a.previousAttemptId)}`]),
+  ].join(', ');
+  const decided =
+    a.decidedAt === null
+      ? 'not yet'
+      : `${printable(a.decidedBy ?? '?')} at ${printable(a.decidedAt)}: ${oneLine(a.reason ?? '')}`;
+  const expires =
+    a.expiresAt !== null
+      ? printable(a.expiresAt)
+      : a.decidedAt !== null && a.state !== 'denied'
+        ? 'never'
+        : '-';
+  const lines = [
+    `approval ${printable(a.id)}  ${a.state}`,
+    ...labelled(
+      'operation',
+      `${printable(a.operationId)}  ${printable(i.toolId)}  ${printable(`${i.scope.tenant}/${i.scope.area}/${i.scope.agent}`)}`,
+    ),
+    ...labelled('intent', printable(`${i.method} ${i.host} ${i.path}`)),
+    ...labelled('key', truncate(keyText(i.keyValues), COLUMNS - 13)),
+    ...labelled('previous', previous),
+    ...labelled('recovery', oneLine(a.plannedRecovery)),
+    ...labelled('requested', `${printable(a.requestedAt)} by ${printable(a.requestedBy)}`),
+    ...labelled('decided', decided),
+    ...labelled('expires', expires),
+  ];
+  if (a.revokedAt !== null) {
+    lines.push(...labelled('revoked', `${printable(a.revokedBy ?? '?')} at ${printable(a.revokedAt)}`));
+  }
+  if (a.usedAt !== null) {
+    lines.push(
+      ...labelled('used', `by attempt ${printable(a.usedByAttemptId ?? '?')} at ${printable(a.usedAt)}`),
+    );
+  }
+  return lines;
+}
+
+function oneLine(text: string): string {
+  return printable(text.replace(/\s*\n\s*/g, ' / ').replace(/\t/g, ' '));
+}

@@ -1,0 +1,156 @@
+/*
+ * Part of migration 0002 (see 0002-unknown-outcomes.ts for the event shapes and lock order):
+ * eg_unknown, the unknown-outcome rules called by eg_decide. Never edit once released.
+ */
+
+/*
+ * A proposal for a key whose operation's outcome is unknown (DESIGN.md §3 and §4.1): honored
+ * idempotency retries at once with the same key; a reconcile lookup goes first (the first call
+ * answers `reconcile` and records nothing; the gate looks and calls again with the observation);
+ * an approved approval allows exactly one retry; otherwise `hold` with an open approval request.
+ * A materially changed request is never an honored retry (the same key with another body is not
+ * the same call): after reconciliation or approval it forks a new operation that supersedes this
+ * one, which stays unknown. Returns null when the key left the unknown state before it was
+ * locked: the caller looks again.
+ */
+export const UNKNOWN = `create function eg_unknown(p jsonb, p_input text, p_key dedupe_keys, p_expires_at timestamptz)
+  returns json language plpgsql as $$
+declare
+  v_rule text := coalesce(p ->> 'unknownRule', 'hold');
+  v_rec jsonb := case when jsonb_typeof(p -> 'reconciliation') = 'object' then p -> 'reconciliation' end;
+  v_budget int := coalesce((p ->> 'retryBudget')::int, 1);
+  v_window interval := eg_ms(p -> 'key' -> 'windowMs');
+  v_key dedupe_keys%rowtype;
+  v_prev attempts%rowtype;
+  v_changed boolean;
+  v_op text;
+  v_op_state text;
+  v_obs jsonb;
+  v_decision text;
+  v_approval approvals%rowtype;
+  v_used jsonb;
+  v_last approvals%rowtype;
+  v_skips int;
+  v_to text;
+  v_ref text;
+  v_source json;
+  v_request record;
+begin
+  select * into v_prev from attempts where id = p_key.attempt_id;
+  v_changed := v_prev.id is not null
+    and (v_prev.request ->> 'fingerprint') is distinct from (p -> 'request' ->> 'fingerprint');
+  if v_rec is null and v_rule = 'reconcile' then
+    return json_build_object('verdict', 'reconcile', 'decisionId', null, 'operationId', p_key.operation_id,
+      'attemptId', p_key.attempt_id);
+  end if;
+
+  select * into v_key from dedupe_keys where key_hash = p_key.key_hash for update;
+  if v_key.state is distinct from 'unknown' then
+    return null;
+  end if;
+  v_op := v_key.operation_id;
+  if v_key.attempt_id is distinct from p_key.attempt_id then
+    select * into v_prev from attempts where id = v_key.attempt_id;
+  end if;
+  select state into v_op_state from operations where id = v_op for update;
+
+  if v_rec is not null then
+    v_obs := eg_observe(p, v_op);
+    if v_rec ->> 'result' in ('match', 'multiple') then
+      -- The effect is there: settle the operation by this evidence, confirm the key, and answer the
+      -- proposal as a duplicate of it. Two or more matches: it happened more than once.
+      v_to := case when v_rec ->> 'result' = 'match' then 'succeeded' else 'duplicate_effect_confirmed' end;
+      v_ref := v_rec -> 'remoteRefs' ->> 0;
+      update dedupe_keys set state = 'confirmed', confirmed_at = now(), window_ends_at = now() + v_window,
+        destination_ref = v_ref, expires_at = null
+      where key_hash = v_key.key_hash;
+      update operations set state = v_to, updated_at = now() where id = v_op;
+      perform eg_withdraw_approvals(v_op, v_to);
+      insert into runs as r (tenant, area, agent, id, duplicate_skips)
+      values (p -> 'scope' ->> 'tenant', p -> 'scope' ->> 'area', p -> 'scope' ->> 'agent', p ->> 'runId', 1)
+      on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1
+      returning duplicate_skips into v_skips;
+      v_source := json_build_object('runId', v_key.run_id, 'step', v_key.step, 'operationId', v_op,
+        'attemptId', v_key.attempt_id, 'confirmedAt', eg_iso(now()), 'destinationRef', v_ref);
+      perform eg_decided(p, p_input, 'duplicate', 'reconciled_' || (v_rec ->> 'result'), v_op, null,
+        v_key.key_hash, v_op, json_build_object('duplicateSkips', v_skips,
+          'windowEndsAt', eg_iso(now() + v_window), 'source', v_source, 'observation', v_obs,
+          'operation', json_build_object('stateChange', json_build_object('from', v_op_state, 'to', v_to)),
+          'key', json_build_object('state', 'confirmed')));
+      return json_build_object('verdict', 'duplicate', 'decisionId', p ->> 'decisionId', 'operationId', v_op,
+        'duplicateSkips', v_skips, 'source', v_source, 'operationState', v_to,
+        'reconciliation', v_rec ->> 'result');
+    end if;
+    -- none or inconclusive: absence proves little (seed). The state stays unknown; on to approval.
+  end if;
+
+  if v_rule = 'honored' and not v_changed then
+    v_decision := 'destination_idempotency_honored';
+  else
+    select * into v_approval from approvals
+      where operation_id = v_op and state = 'approved' and (expires_at is null or expires_at > now())
+      order by decided_at limit 1 for update;
+    if found then
+      v_decision := 'operator_approved';
+    end if;
+  end if;
+
+  -- No retry is possible (budget spent, same request): say so now rather than ask for an approval
+  -- that could never be used.
+  if not v_changed and v_key.attempt_number >= v_budget then
+    v_decision := coalesce(v_decision, 'none');
+  end if;
+  if v_decision is not null then
+    if not v_changed and v_key.attempt_number >= v_budget then
+      perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_op, null, v_key.key_hash, null,
+        json_build_object('attemptsUsed', v_key.attempt_number, 'attemptBudget', v_budget, 'observation', v_obs));
+      return json_build_object('verdict', 'block', 'decisionId', p ->> 'decisionId',
+        'reason', 'retry_budget_exhausted', 'operationId', v_op);
+    end if;
+    if v_approval.id is not null then
+      update approvals set state = 'used', used_by_attempt_id = p ->> 'newAttemptId', used_at = now()
+        where id = v_approval.id;
+      v_used := jsonb_build_object('id', v_approval.id, 'state', 'used', 'approvedBy', v_approval.decided_by,
+        'approvedAt', eg_iso(v_approval.decided_at));
+    end if;
+    if v_changed then
+      update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,
+        attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', created_at = now(),
+        expires_at = p_expires_at, confirmed_at = null, window_ends_at = null, destination_ref = null
+      where key_hash = v_key.key_hash;
+      return eg_allow_new(p, p_input, v_key.key_hash, p_expires_at, v_op,
+        jsonb_build_object('observation', v_obs, 'approval', v_used));
+    end if;
+    update dedupe_keys set state = 'pending', attempt_number = v_key.attempt_number + 1,
+      attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', expires_at = p_expires_at
+    where key_hash = v_key.key_hash;
+    return eg_retry(p, p_input, v_key.key_hash, v_op, v_key.attempt_number + 1, v_prev, v_decision, p_expires_at,
+      jsonb_build_object('observation', v_obs, 'approval', v_used));
+  end if;
+
+  -- hold: the retry needs a person. One open approval request per operation.
+  select * into v_request from eg_request_approval(v_op, v_prev, 'decision:' || (p ->> 'decisionId'), v_changed);
+  -- The latest decided approval, reported only when it ended without a retry (denied, revoked,
+  -- expired): a used one was followed by an attempt the agent already knows about.
+  select * into v_last from approvals
+    where operation_id = v_op and state in ('denied', 'revoked', 'approved', 'used')
+    order by coalesce(used_at, revoked_at, decided_at) desc limit 1;
+  if v_last.id is not null and not (v_last.state in ('denied', 'revoked')
+      or (v_last.state = 'approved' and v_last.expires_at <= now())) then
+    v_last := null;
+  end if;
+  perform eg_decided(p, p_input, 'hold', 'outcome_unknown', v_op, null, v_key.key_hash, null, json_build_object(
+    'approval', json_build_object('id', v_request.o_id, 'created', v_request.o_created),
+    'previousAttempt', json_build_object('id', v_prev.id, 'number', v_prev.number,
+      'dispatchState', v_prev.dispatch_state, 'status', v_prev.status),
+    'requestChanged', v_changed,
+    'lastApproval', case when v_last.id is not null then json_build_object('id', v_last.id,
+      'state', case when v_last.state = 'approved' then 'expired' else v_last.state end) end,
+    'observation', v_obs));
+  return json_build_object('verdict', 'hold', 'decisionId', p ->> 'decisionId', 'operationId', v_op,
+    'approvalId', v_request.o_id, 'previousAttemptId', v_prev.id, 'previousDispatchState', v_prev.dispatch_state,
+    'lastApproval', case when v_last.id is not null then json_build_object('id', v_last.id,
+      'state', case when v_last.state = 'approved' then 'expired' else v_last.state end,
+      'by', coalesce(v_last.revoked_by, v_last.decided_by), 'reason', v_last.reason) end,
+    'reconciliation', v_rec ->> 'result');
+end $$`;
