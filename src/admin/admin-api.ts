@@ -4,7 +4,7 @@
  * `application/problem+json`.
  *
  *   GET  /api/operations?state=&tool=&tenant=&since=&limit=   { operations, counts }
- *   GET  /api/operations/:id                                  { operation, decisions, observations, approvals }
+ *   GET  /api/operations/:id                                  { operation, decisions, observations, approvals, trail }
  *   GET  /api/runs/:id                                        { run_id, decisions }
  *   GET  /api/approvals?state=&limit=                         { approvals }
  *   GET  /api/approvals/:id                                   ApprovalRecord
@@ -32,6 +32,7 @@ import {
   parseName,
   parseOperationFilter,
 } from './admin-input.js';
+import { loadOperationReport } from './trail.js';
 
 export interface AdminApiContext {
   readonly store: Store;
@@ -149,14 +150,9 @@ async function listOperations(ctx: AdminApiContext): Promise<unknown> {
 async function getOperation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('operation id', rawId!);
-  const operation = await ctx.store.getOperation(id);
-  if (operation === null) throw notFound(`No operation ${JSON.stringify(id)}.`, 'EG_ERR_NOT_FOUND');
-  const [decisions, observations, approvals] = await Promise.all([
-    ctx.store.listDecisions({ operationId: id }),
-    ctx.store.listObservations(id),
-    ctx.store.listApprovals({ operationId: id }),
-  ]);
-  return { operation, decisions, observations, approvals };
+  const report = await loadOperationReport(ctx.store, id);
+  if (report === null) throw notFound(`No operation ${JSON.stringify(id)}.`, 'EG_ERR_NOT_FOUND');
+  return report;
 }
 
 async function getRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {

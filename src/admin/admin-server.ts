@@ -4,9 +4,13 @@ import type { Store } from '../store/index.js';
 import { handleAdminApi, problemOf } from './admin-api.js';
 import { ADMIN_TOKEN_ENV, checkAdminAuth } from './admin-auth.js';
 import { badRequest, HttpProblem, methodNotAllowed, notFound, sendJson, sendProblem } from './admin-http.js';
+import { createPrometheusMetrics, type PrometheusMetrics } from './metrics.js';
+import { handleUi } from './ui/index.js';
 
 export interface AdminServer {
   readonly server: Server;
+  /** What `GET /metrics` serves (the one given in the options, or this server's own). */
+  readonly metrics: PrometheusMetrics;
   listen(host: string, port: number): Promise<AddressInfo>;
   close(): Promise<void>;
 }
@@ -25,17 +29,24 @@ export interface AdminServerOptions {
    */
   readonly token: string | null;
   readonly logger?: AdminLogger;
+  /**
+   * The gate's metrics, the same object given to `createGate({ metrics })`. Without it the server
+   * makes its own registry, which then has the store and process metrics but no gate counters.
+   */
+  readonly metrics?: PrometheusMetrics;
 }
 
 const REALM = 'Bearer realm="effectgate-admin"';
 
 /**
- * The admin server, off the agent's path: `/healthz` (process up) and `/readyz` (store reachable),
- * open for probes; the operations and approvals API under `/api`, behind a bearer token.
+ * The admin server, off the agent's path: `/healthz` (process up), `/readyz` (store reachable) and
+ * `/metrics` (Prometheus text), open for probes and scrapers; the operations and approvals API under
+ * `/api`, behind a bearer token.
  */
 export function createAdminServer(options: AdminServerOptions): AdminServer {
+  const metrics = options.metrics ?? createPrometheusMetrics({ store: options.store });
   const server = createServer((req, res) => {
-    route(options, req, res).catch((err: unknown) => {
+    route(options, metrics, req, res).catch((err: unknown) => {
       const problem = problemOf(err);
       if (problem.status === 500)
         options.logger?.error({ error: messageOf(err) }, 'admin API request failed');
@@ -45,6 +56,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   });
   return {
     server,
+    metrics,
     listen: (host, port) =>
       new Promise((resolve, reject) => {
         server.once('error', reject);
@@ -61,7 +73,15 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   };
 }
 
-async function route(options: AdminServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function route(
+  options: AdminServerOptions,
+  metrics: PrometheusMetrics,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  // The timeline pages (/ui/*) parse their own URL and never throw.
+  if (await handleUi(req, res, { store: options.store, token: options.token, logger: options.logger }))
+    return;
   const { raw, query } = splitTarget(req.url ?? '');
   if (raw[0] === 'api') {
     // Authentication first: without the token nothing about the API is told, not even a bad path.
@@ -76,9 +96,26 @@ async function route(options: AdminServerOptions, req: IncomingMessage, res: Ser
     return;
   }
   const path = raw.length === 1 ? raw[0] : undefined;
-  if (path !== 'healthz' && path !== 'readyz') throw notFound('No such admin route.');
+  if (path !== 'healthz' && path !== 'readyz' && path !== 'metrics') throw notFound('No such admin route.');
   if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed(req.method, ['GET', 'HEAD']);
   if (path === 'healthz') return sendJson(req, res, 200, { status: 'ok' });
+  if (path === 'metrics') {
+    // Open like /healthz, on purpose: Prometheus scrapers usually carry no bearer token, and the
+    // admin token unlocks approvals, so it should not sit in every scrape config. Nothing here is
+    // secret: counts and timings labelled by verdict, tool id, outcome and operation state, never a
+    // key value, a run id, a credential or request content. Keep --admin on loopback or a private
+    // interface, as for the rest of the admin server.
+    const { contentType, text } = await metrics.scrape();
+    const body = Buffer.from(text, 'utf8');
+    res.writeHead(200, {
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      'content-type': contentType,
+      'content-length': String(body.byteLength),
+    });
+    res.end(req.method === 'HEAD' ? undefined : body);
+    return;
+  }
   const { store } = options;
   try {
     await store.ping();

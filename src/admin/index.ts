@@ -22,3 +22,23 @@ export {
   type AdminServerOptions,
   createAdminServer,
 } from './admin-server.js';
+export {
+  createPrometheusMetrics,
+  METRICS_PREFIX,
+  PrometheusMetrics,
+  type PrometheusMetricsOptions,
+} from './metrics.js';
+export {
+  type ApprovalEntry,
+  type AttemptEntry,
+  buildTrail,
+  type DecisionEntry,
+  loadOperationReport,
+  type ObservationEntry,
+  type OperationReport,
+  responseSummary,
+  type Trail,
+  type TrailEntry,
+  type TrailOperation,
+} from './trail.js';
+export { handleUi, parseKeyQuery, type UiContext } from './ui/index.js';

@@ -1,33 +1,182 @@
+import { randomBytes } from 'node:crypto';
+import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
+import { finished } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
-import { openInspectionStore, resolveStoreUrl, verifyStoreChain } from '../store/index.js';
+import {
+  AuditExportError,
+  type AuditReport,
+  openInspectionStore,
+  resolveStoreUrl,
+  type Store,
+  verifyAuditExportFile,
+  verifyStoreChain,
+  writeAuditExport,
+} from '../store/index.js';
+import { printable } from './cli-text.js';
+
+const USAGE = `usage: effectgate audit verify [--store URL] [--json]
+       effectgate audit verify --file FILE [--json]
+       effectgate audit export [--store URL] [--out FILE [--force]]`;
 
 /**
  * `effectgate audit verify [--store URL] [--json]`: exit 0 when every chain is intact, 1 naming the
  * first bad event of each broken chain.
+ * `effectgate audit verify --file FILE [--json]`: the same over an export, offline (no store); a
+ * line that is not an export line is exit 1 as `FILE:LINE: message`.
+ * `effectgate audit export [--store URL] [--out FILE [--force]]`: the event log as JSON Lines
+ * (see store/audit-export.ts) on stdout, or in FILE (mode 0600, never overwriting one unless
+ * `--force`).
  */
 export async function runAudit(argv: readonly string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: [...argv],
     allowPositionals: true,
-    options: { store: { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: {
+      store: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      file: { type: 'string' },
+      out: { type: 'string' },
+      force: { type: 'boolean', default: false },
+    },
   });
-  if (positionals[0] !== 'verify') {
-    process.stderr.write('usage: effectgate audit verify [--store URL] [--json]\n');
+  const [sub, ...extra] = positionals;
+  const usage = (problem: string): number => {
+    process.stderr.write(`effectgate: ${problem}\n${USAGE}\n`);
     return 2;
+  };
+  if (extra.length > 0) return usage(`audit ${sub} takes no arguments, got ${JSON.stringify(extra[0])}`);
+  if (sub === 'verify') {
+    if (values.out !== undefined || values.force) return usage('--out and --force are for audit export');
+    if (values.file === undefined) return verifyStore(values.store, values.json);
+    if (values.store !== undefined) return usage('--file and --store are exclusive');
+    if (values.file === '') return usage('--file needs a file name');
+    return verifyFile(values.file, values.json);
   }
-  const store = await openInspectionStore(resolveStoreUrl(values.store));
+  if (sub === 'export') {
+    if (values.file !== undefined) return usage('audit export writes to --out FILE (--file is for verify)');
+    if (values.force && values.out === undefined) return usage('--force needs --out FILE');
+    if (values.out === '') return usage('--out needs a file name');
+    return exportLog(values.store, values.out, values.force);
+  }
+  process.stderr.write(`${USAGE}\n`);
+  return 2;
+}
+
+async function verifyStore(storeFlag: string | undefined, json: boolean): Promise<number> {
+  const store = await openInspectionStore(resolveStoreUrl(storeFlag));
   try {
     const report = await verifyStoreChain(store);
-    if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
-    else if (report.ok)
-      process.stdout.write(`audit chain intact: ${report.checked} event(s) on ${report.chains} chain(s)\n`);
-    else
-      for (const bad of report.broken)
-        process.stdout.write(
-          `audit chain BROKEN at chain ${bad.chain} event seq ${bad.seq}: ${bad.reason}\n`,
-        );
+    if (json) process.stdout.write(`${JSON.stringify(report)}\n`);
+    else printReport(report, '');
     return report.ok ? 0 : 1;
   } finally {
     await store.close();
   }
+}
+
+async function verifyFile(file: string, json: boolean): Promise<number> {
+  try {
+    const report = await verifyAuditExportFile(file);
+    if (json) process.stdout.write(`${JSON.stringify({ file, ...report })}\n`);
+    else printReport(report, ` in ${printable(file)} (exported at ${printable(report.exportedAt)})`);
+    return report.ok ? 0 : 1;
+  } catch (err) {
+    if (err instanceof AuditExportError) {
+      if (json) {
+        const malformed = { line: err.line, message: err.detail };
+        process.stdout.write(`${JSON.stringify({ file, ok: false, malformed })}\n`);
+      }
+      process.stderr.write(`${printable(file)}:${err.line}: ${err.detail}\n`);
+      return 1;
+    }
+    if (isFsError(err)) {
+      process.stderr.write(`effectgate: cannot read ${printable(file)}: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+function printReport(report: AuditReport, where: string): void {
+  if (report.ok) {
+    process.stdout.write(
+      `audit chain intact: ${report.checked} event(s) on ${report.chains} chain(s)${where}\n`,
+    );
+    return;
+  }
+  for (const bad of report.broken)
+    process.stdout.write(`audit chain BROKEN at chain ${bad.chain} event seq ${bad.seq}: ${bad.reason}\n`);
+}
+
+async function exportLog(
+  storeFlag: string | undefined,
+  out: string | undefined,
+  force: boolean,
+): Promise<number> {
+  if (out === undefined) {
+    const store = await openInspectionStore(resolveStoreUrl(storeFlag));
+    try {
+      await writeAuditExport(store, process.stdout);
+      return 0;
+    } catch (err) {
+      // The reader went away (`| head`): not the store's fault, and nothing left to say on stdout.
+      if ((err as NodeJS.ErrnoException).code === 'EPIPE') {
+        process.stderr.write('effectgate: audit export: stdout closed before the export ended\n');
+        return 1;
+      }
+      throw err;
+    } finally {
+      await store.close();
+    }
+  }
+  return exportToFile(storeFlag, out, force);
+}
+
+/**
+ * Without `--force` FILE is created exclusively (refused at once if it exists). With `--force` the
+ * export goes to a fresh file next to it, renamed over FILE once complete, so a failed export never
+ * destroys the previous one. Either way the file is created mode 0600 and removed on failure.
+ */
+async function exportToFile(storeFlag: string | undefined, out: string, force: boolean): Promise<number> {
+  const path = force ? `${out}.${process.pid}-${randomBytes(4).toString('hex')}.tmp` : out;
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'wx', 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+      process.stderr.write(
+        `effectgate: ${printable(out)} already exists; not overwriting it (use --force to replace it)\n`,
+      );
+      return 1;
+    }
+    if (isFsError(err)) {
+      process.stderr.write(`effectgate: cannot create ${printable(out)}: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  let store: Store | null = null;
+  let done = false;
+  try {
+    store = await openInspectionStore(resolveStoreUrl(storeFlag));
+    const stream = handle.createWriteStream();
+    const { events } = await writeAuditExport(store, stream);
+    stream.end();
+    // Written, flushed and the file closed (the stream owns the handle).
+    await finished(stream);
+    if (force) await rename(path, out);
+    done = true;
+    process.stdout.write(`audit log exported: ${events} event(s) to ${printable(out)}\n`);
+    return 0;
+  } finally {
+    if (!done) {
+      await handle.close().catch(() => undefined);
+      await unlink(path).catch(() => undefined);
+    }
+    await store?.close();
+  }
+}
+
+function isFsError(err: unknown): err is NodeJS.ErrnoException {
+  return err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string' && 'syscall' in err;
 }

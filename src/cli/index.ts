@@ -7,6 +7,7 @@ import { runOperations } from './operations-command.js';
 import { runPolicies } from './policies-command.js';
 import { runProxy } from './proxy-command.js';
 import { runRecover } from './recover-command.js';
+import { runTrail } from './trail-command.js';
 
 const USAGE = `usage: effectgate <command> [options]
 
@@ -14,6 +15,9 @@ commands:
   proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent | --agents,
                      --ca-dir, --upstream-ca)
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
+  trail <operation-id>  the operation's intent and state, then its timeline: decisions, attempts,
+                     observations, approvals (--json; --run RUN for a run's decisions;
+                     --tool T --key '["v1","v2"]' to find one by its key values)
   operations         counts per state, then the operations (--state S, --tool T, --tenant T,
                      --since 24h|ISO, --limit N, --json)
   approvals list     the approval cards (--state S, --limit N, --json)
@@ -21,7 +25,9 @@ commands:
                      decide one (approve allows exactly one retry, for --ttl, default 1h)
   recover            mark attempts left without an outcome by a dead gate unknown (--policies DIR,
                      --stale-after 30s, --json)
-  audit verify       verify the hash-chained event log (exit 1 naming the first bad event)
+  audit verify       verify the hash-chained event log (exit 1 naming the first bad event;
+                     --file FILE verifies an export offline, no store needed)
+  audit export       the event log as JSON Lines on stdout (--out FILE: mode 0600, --force to replace)
   migrate            apply pending store migrations
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
 
@@ -40,6 +46,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await runOperations(rest);
       case 'approvals':
         return await runApprovals(rest);
+      case 'trail':
+        return await runTrail(rest);
       case 'recover':
         return await runRecover(rest);
       case 'audit':

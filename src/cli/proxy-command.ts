@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createAdminServer, resolveAdminToken } from '../admin/index.js';
+import { createAdminServer, createPrometheusMetrics, resolveAdminToken } from '../admin/index.js';
 import {
   checkPositiveInt,
   loadAgentsFile,
@@ -13,7 +13,7 @@ import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
 import { CertificateAuthority, createProxyServer } from '../proxy/index.js';
 import { embeddedStoreDir, openStore, resolveStoreUrl, serveStoreSocket } from '../store/index.js';
-import { jsonLogger } from './json-logger.js';
+import { createLogger } from './logger.js';
 
 /** The flags of `effectgate proxy` (exported so docker/ manifests are checked against them). */
 export const PROXY_OPTIONS = {
@@ -72,7 +72,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const ca = values['ca-dir'] === undefined ? undefined : await CertificateAuthority.load(values['ca-dir']);
   const upstreamCa =
     values['upstream-ca'] === undefined ? undefined : await readUpstreamCa(values['upstream-ca']);
-  const logger = jsonLogger(process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info');
+  const logger = createLogger({ level: process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info' });
   const heartbeatMs = positiveDuration('--heartbeat', values.heartbeat);
   const staleAfterMs = positiveDuration('--stale-after', values['stale-after']);
   const adminToken = await resolveAdminToken({ file: values['admin-token-file'] });
@@ -80,12 +80,16 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const policies = await loadPolicies(values.policies);
   const storeUrl = resolveStoreUrl(values.store);
   const store = await openStore({ url: storeUrl, migrate: !values['no-migrate'] });
+  // Metrics only with an admin server to serve them: the same object counts in the gate and
+  // answers GET /metrics.
+  const metrics = admin === null ? undefined : createPrometheusMetrics({ store });
   const gate = await createGate({
     policies,
     store,
     scope,
     ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
     ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
+    ...(metrics === undefined ? {} : { metrics }),
     logger,
   });
   const proxy = createProxyServer({
@@ -132,8 +136,22 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
           );
           return null;
         });
+  // Signal handlers before the listening line: a SIGTERM right after start must still drain and
+  // mark this gate stopped, not kill it mid-way.
+  const stopped = new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
   const addr = await proxy.listen(listen.host, listen.port);
-  const adminServer = admin === null ? null : createAdminServer({ store, token: adminToken, logger });
+  const adminServer =
+    admin === null || metrics === undefined
+      ? null
+      : createAdminServer({ store, token: adminToken, logger, metrics });
   const adminAddr =
     adminServer === null || admin === null ? null : await adminServer.listen(admin.host, admin.port);
   logger.info(
@@ -153,15 +171,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n${adminAddr === null ? '' : `effectgate admin listening on http://${adminAddr.address}:${adminAddr.port}\n`}`,
   );
 
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await stopped;
   logger.info({}, 'effectgate proxy stopping');
   clearInterval(heartbeat);
   await Promise.allSettled([proxy.close(), adminServer?.close(), storeSocket?.close()]);

@@ -2,6 +2,7 @@ import { checkPositiveInt, checkScope } from '../config/index.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
 import { openStore, type Store, uuidv7 } from '../store/index.js';
 import { Gate, type GateLogger } from './gate.js';
+import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
 
 export interface CreateGateOptions {
   /** A loaded policy set, or a policies folder / file to load. */
@@ -20,6 +21,11 @@ export interface CreateGateOptions {
    */
   readonly authorityKey?: string | null;
   readonly logger?: GateLogger;
+  /**
+   * Where decisions, dispatch times, reservation waits and reconciliations are counted (default:
+   * nowhere). `effectgate proxy --admin` passes the admin server's Prometheus metrics.
+   */
+  readonly metrics?: GateMetrics;
 }
 
 const silent: GateLogger = { info() {}, warn() {}, error() {} };
@@ -63,6 +69,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
       maxBodyBytes,
       authorityKey,
       logger: options.logger ?? silent,
+      metrics: options.metrics ?? noGateMetrics,
     }),
   );
 }

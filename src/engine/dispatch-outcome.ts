@@ -95,7 +95,9 @@ export function dispatchFailureFacts(
     title: sent.timedOut ? 'Upstream timed out' : 'No usable upstream response',
     detail:
       sent.dispatchState === 'not_sent'
-        ? `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
+        ? operationState === 'unknown'
+          ? `The request for tool ${tool} could not be sent (${sent.error}), but an earlier attempt of this operation was sent without a response: the effect may already have happened. Its outcome stays unknown; do not assume it failed.`
+          : `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
         : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
     extra: { dispatch_state: sent.dispatchState, operation_state: operationState },
   };

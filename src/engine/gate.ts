@@ -6,6 +6,7 @@ import {
   type DecideResult,
   type DedupeKeyInput,
   type ReconciliationInput,
+  type ReconciliationResult,
   type RetryReason,
   type Scope,
   type Store,
@@ -13,6 +14,7 @@ import {
 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
 import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
+import type { GateMetrics } from './gate-metrics.js';
 import {
   problemResponse,
   renderStoreUnavailable,
@@ -56,6 +58,8 @@ export interface GateOptions {
   /** Key for the HMAC authority reference; `null` records only which header carried a credential. */
   readonly authorityKey: string | null;
   readonly logger: GateLogger;
+  /** Counters and timings for the admin server's `/metrics` (no-op by default). */
+  readonly metrics: GateMetrics;
 }
 
 /**
@@ -104,6 +108,7 @@ export class Gate implements GateHandler {
   }
 
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
+    const started = performance.now();
     const claimed = request.context.retryReason;
     if (claimed !== null && !RETRY_REASONS.has(claimed)) {
       // A closed set (seed: no reassuring prose the trail cannot group or review).
@@ -129,7 +134,7 @@ export class Gate implements GateHandler {
       return this.#relay(await send(toUpstream(request, null)), null);
     }
     try {
-      return await this.#govern(request, proposal, send);
+      return await this.#govern(request, proposal, send, started);
     } catch (err) {
       if (err instanceof StoreError) {
         this.#o.logger.error(
@@ -204,7 +209,12 @@ export class Gate implements GateHandler {
     return { tool, args, common, key, keyError, block: false };
   }
 
-  async #govern(request: GateRequest, p: Proposal, send: UpstreamSender): Promise<GateResponse> {
+  async #govern(
+    request: GateRequest,
+    p: Proposal,
+    send: UpstreamSender,
+    started: number,
+  ): Promise<GateResponse> {
     const { tool, args, common, key, keyError } = p;
     const o = this.#o;
     if (p.block) {
@@ -216,7 +226,7 @@ export class Gate implements GateHandler {
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);
-      return this.#answer(r, tool, args.body, request);
+      return this.#answer(r, tool, args.body, request, started, null);
     }
 
     const waitMs = tool.dedupe?.waitMs ?? 0;
@@ -250,6 +260,7 @@ export class Gate implements GateHandler {
     const decide = async (reconciliation: ReconciliationInput | null): Promise<DecideResult> => {
       let pollMs = 20;
       let result = await reserve(waitMs === 0, reconciliation);
+      const waitStarted = result.verdict === 'pending' && result.decisionId === null ? performance.now() : -1;
       while (result.verdict === 'pending' && result.decisionId === null) {
         const remaining = deadline - Date.now();
         if (remaining <= 0) {
@@ -260,9 +271,11 @@ export class Gate implements GateHandler {
           result = await reserve(Date.now() >= deadline, reconciliation);
         }
       }
+      if (waitStarted >= 0) o.metrics.reservationWait(tool.id, performance.now() - waitStarted);
       return result;
     };
     let result = await decide(null);
+    let reconciled: ReconciliationInput | null = null;
     if (result.verdict === 'reconcile') {
       // The key's operation has an unknown outcome and the tool can look it up: look first, with
       // this proposal's credentials (never stored), then let the store settle it (DESIGN.md §3).
@@ -275,20 +288,25 @@ export class Gate implements GateHandler {
         send,
         timeoutMs: deadlineMs ?? RECONCILE_TIMEOUT_MS,
       });
+      o.metrics.reconciliation(tool.id, observation.result);
+      reconciled = observation;
       result = await decide(observation);
     }
     if (result.verdict === 'reconcile') throw new Error('store asked to reconcile twice');
-    if (result.verdict !== 'allow') return this.#answer(result, tool, args.body, request);
+    if (result.verdict !== 'allow')
+      return this.#answer(result, tool, args.body, request, started, reconciled?.result ?? null);
 
     const upstream = toUpstream(
       request,
       tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
       deadlineMs,
     );
-    const started = performance.now();
+    const sendStarted = performance.now();
     const sent = await send(upstream);
-    const durationMs = Math.round((performance.now() - started) * 1000) / 1000;
+    const upstreamMs = performance.now() - sendStarted;
+    const durationMs = Math.round(upstreamMs * 1000) / 1000;
     const outcome = outcomeOf(sent, tool, result, key?.hash ?? null, key?.windowMs ?? null, durationMs);
+    o.metrics.upstream(tool.id, outcome.operationState, upstreamMs);
     const facts: VerdictFacts = {
       verdict: 'allow',
       status: 200,
@@ -300,8 +318,11 @@ export class Gate implements GateHandler {
       attemptId: result.attemptId,
     };
     let recorded = true;
+    // What the store settled (it may keep an operation unknown that this attempt alone would call
+    // failed: an earlier attempt sent without a response may have done the effect).
+    let operationState: string = outcome.operationState;
     try {
-      await o.store.recordOutcome(outcome);
+      operationState = (await o.store.recordOutcome(outcome)).operationState;
     } catch (err) {
       // The effect may have happened: the agent must still get the destination's answer. The
       // reservation stays pending and expires after pending_ttl (seed: prefer trying again over
@@ -314,6 +335,7 @@ export class Gate implements GateHandler {
         verdict: 'allow',
         tool: tool.id,
         run: common.runId,
+        decision: result.decisionId,
         operation: result.operationId,
         attempt: result.attemptId,
         attempt_number: result.attemptNumber,
@@ -321,17 +343,15 @@ export class Gate implements GateHandler {
         retry_reason: result.retryReason,
         retry_decision: result.retryDecision,
         supersedes: result.supersedesOperationId,
-        state: outcome.operationState,
+        reconciliation: reconciled?.result ?? null,
+        state: operationState,
         status: outcome.status,
       },
       'governed decision',
     );
+    o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
     if (sent.kind === 'failure') {
-      return renderVerdict(
-        dispatchFailureFacts(facts, sent, outcome.operationState),
-        request.headers,
-        args.body,
-      );
+      return renderVerdict(dispatchFailureFacts(facts, sent, operationState), request.headers, args.body);
     }
     const response = this.#relay(sent, facts);
     if (!recorded)
@@ -344,6 +364,8 @@ export class Gate implements GateHandler {
     tool: Tool,
     body: unknown,
     request: GateRequestHead,
+    started: number,
+    reconciliation: ReconciliationResult | null,
   ): GateResponse {
     const facts =
       result.verdict === 'block'
@@ -356,9 +378,15 @@ export class Gate implements GateHandler {
         run: request.context.run ?? this.#o.runId,
         decision: result.decisionId,
         operation: facts.operationId,
+        // No attempt is made on any verdict but allow; a hold names the attempt it would repeat.
+        attempt: null,
+        ...(result.verdict === 'hold' ? { previous_attempt: result.previousAttemptId } : {}),
+        ...(result.verdict === 'block' ? { reason: result.reason } : {}),
+        reconciliation,
       },
       'governed decision',
     );
+    this.#o.metrics.decision(result.verdict, tool.id, performance.now() - started);
     return renderVerdict(facts, request.headers, body);
   }
 

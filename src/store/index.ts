@@ -12,6 +12,7 @@ export {
   GENESIS_HASH,
   verifyChain,
 } from './audit-chain.js';
+export * from './audit-export.js';
 export {
   DEFAULT_STORE_URL,
   embeddedStoreDir,

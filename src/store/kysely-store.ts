@@ -95,6 +95,10 @@ export class KyselyStore implements Store {
       if (filter?.toolId !== undefined) query = query.where('tool_id', '=', filter.toolId);
       if (filter?.tenant !== undefined) query = query.where('tenant', '=', filter.tenant);
       if (filter?.since !== undefined) query = query.where('created_at', '>=', sinceDate(filter.since));
+      if (filter?.supersedesOperationId !== undefined)
+        query = query.where('supersedes_operation_id', '=', filter.supersedesOperationId);
+      if (filter?.keyValues !== undefined)
+        query = query.where(sql<boolean>`key_values = ${JSON.stringify(filter.keyValues)}::jsonb`);
       const rows = await query
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
@@ -107,7 +111,7 @@ export class KyselyStore implements Store {
   }
 
   countOperations(
-    filter?: Omit<OperationFilter, 'state' | 'limit'>,
+    filter?: Omit<OperationFilter, 'state' | 'limit' | 'supersedesOperationId' | 'keyValues'>,
   ): Promise<Partial<Record<OperationState, number>>> {
     return this.#guard('countOperations', async () => {
       let query = this.#db

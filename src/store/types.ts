@@ -419,6 +419,10 @@ export interface OperationFilter {
   readonly tenant?: string;
   /** ISO 8601: operations created at or after. */
   readonly since?: string;
+  /** Operations forked from this one (their `supersedesOperationId`). */
+  readonly supersedesOperationId?: string;
+  /** Exactly these semantic key values (as recorded, in order); pair with `toolId`. */
+  readonly keyValues?: readonly unknown[];
   readonly limit?: number;
 }
 

@@ -35,7 +35,7 @@ export async function startProxyProcess(
   const withAdmin = args.some((a) => a === '--admin' || a.startsWith('--admin='));
   const { port, adminUrl } = await new Promise<{ port: number; adminUrl: string | null }>(
     (resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`proxy did not start in 30s\n${out}\n${err}`)), 30_000);
+      const timer = setTimeout(() => reject(new Error(`proxy did not start in 60s\n${out}\n${err}`)), 60_000);
       child.stdout?.on('data', (d: Buffer) => {
         out += d.toString();
         const m = /proxy listening on http:\/\/[^:]+:(\d+)/.exec(out);

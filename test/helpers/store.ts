@@ -131,7 +131,7 @@ class TestStoreHandle implements TestStore {
   }
 
   countOperations(
-    filter?: Omit<OperationFilter, 'state' | 'limit'>,
+    filter?: Omit<OperationFilter, 'state' | 'limit' | 'supersedesOperationId' | 'keyValues'>,
   ): Promise<Partial<Record<OperationState, number>>> {
     return this.#inner.countOperations(filter);
   }

@@ -418,7 +418,10 @@ end $$`;
  * sent_no_response may still get its real outcome (a gate that was slow, not dead): it is
  * recorded as late evidence and may settle the operation; and the reservation it owns may move
  * from unknown as well as from pending (a late success confirms the key instead of leaving it
- * unknown forever).
+ * unknown forever). And a definite failure of a retry made under the unknown-outcome rules
+ * (honored idempotency, an operator's approval) settles nothing: the earlier attempt that was sent
+ * without a response may still have done the effect (a destination often refuses a retry BECAUSE
+ * the first one worked), so the operation and its key stay unknown (DESIGN.md §3).
  */
 const RECORD_OUTCOME = `create or replace function eg_record_outcome(p_input text) returns json language plpgsql as $$
 declare
@@ -436,9 +439,17 @@ declare
   v_latest int;
   v_change json;
   v_late boolean;
+  v_kept_unknown boolean := false;
 begin
   if v_state not in ('succeeded', 'failed', 'unknown') then
     raise exception 'effectgate: outcome state must be succeeded, failed or unknown, not %', v_state;
+  end if;
+  if v_state = 'failed' then
+    select retry_decision in ('destination_idempotency_honored', 'operator_approved') into v_kept_unknown
+    from attempts where id = v_attempt_id and operation_id = v_op_id;
+    if coalesce(v_kept_unknown, false) then
+      v_state := 'unknown';
+    end if;
   end if;
   v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released' else 'unknown' end;
   if v_key_hash is not null then
@@ -492,6 +503,7 @@ begin
 
   perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||
     json_build_object('number', v_number, 'superseded', v_number < v_latest, 'late', coalesce(v_late, false),
+      'keptUnknown', coalesce(v_kept_unknown, false),
       'stateChange', v_change,
       'key', case when v_owned then json_build_object('state', v_key_state,
         'confirmedAt', case when v_succeeded then eg_iso(now()) end,

@@ -208,6 +208,28 @@ for (const target of storeTargets()) {
           operationId: first.operationId,
         });
       });
+
+      it('a definite failure of the retry settles nothing: the earlier unknown attempt keeps the operation unknown', async () => {
+        const key = newKey();
+        const first = await unknownOperation(store, key, honored);
+        const retry = await store.decide(reserve(newRun(), key, honored));
+        expectVerdict(retry, 'allow');
+        // The destination refuses the retry (e.g. the key was reused with another body): 422.
+        const res = await store.recordOutcome(outcome(retry, key, 'failed'));
+        expect(res.operationState).toBe('unknown');
+        expect((await store.getOperation(first.operationId))?.state).toBe('unknown');
+        expect(await keyRow(store, key)).toMatchObject({ state: 'unknown', attempt_id: retry.attemptId });
+        const events = await store.query<{ payload: string }>(
+          `select payload from events where type = 'attempt.outcome' and operation_id = '${first.operationId}' order by recorded_at_us`,
+        );
+        expect(JSON.parse(events.at(-1)!.payload)).toMatchObject({
+          facts: { keptUnknown: true, stateChange: { from: 'open', to: 'unknown' } },
+        });
+        // The next proposal follows the unknown rules again (honored: attempt 3), never a plain retry.
+        const third = await store.decide(reserve(newRun(), key, honored));
+        expectVerdict(third, 'allow');
+        expect(third).toMatchObject({ attemptNumber: 3, retryDecision: 'destination_idempotency_honored' });
+      });
     });
 
     describe('reconciliation', () => {

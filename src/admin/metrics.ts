@@ -1,0 +1,236 @@
+/**
+ * Prometheus metrics of one gate, served by the admin server on `GET /metrics`. The engine reports
+ * through the small `GateMetrics` interface; this module is the only place that knows prom-client.
+ *
+ * Every admin server has its own registry (never prom-client's global one), so several gates or
+ * tests in one process never collide. The process metrics (CPU, memory, event loop lag, GC) are
+ * one set per process, made once and registered into each registry.
+ *
+ * Label values are verdicts, tool ids (bounded by the policy set), outcomes and operation states:
+ * never a key value, a run id, a credential or anything from a request's content.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { GateMetrics, UpstreamOutcome } from '../engine/index.js';
+import type { ReconciliationResult, Store, Verdict } from '../store/index.js';
+
+/** Prefix of every metric, the process metrics included. */
+export const METRICS_PREFIX = 'effectgate_';
+
+/** Seconds. A governed upstream call: from a fast local API to the longest dispatch deadline. */
+export const UPSTREAM_BUCKETS: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+];
+/** Seconds. What the gate adds: one or two store round trips (sub-millisecond) up to reservation waits. */
+export const OVERHEAD_BUCKETS: readonly number[] = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
+/** Seconds. Waits on another run's reservation are bounded by the tool's `dedupe.wait` (default 2 s). */
+export const RESERVATION_WAIT_BUCKETS: readonly number[] = [
+  0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30,
+];
+
+const VERDICTS: readonly Verdict[] = ['allow', 'duplicate', 'pending', 'hold', 'halted', 'block'];
+const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown'];
+const RECONCILIATIONS: readonly ReconciliationResult[] = ['match', 'none', 'multiple', 'inconclusive'];
+
+export interface PrometheusMetricsOptions {
+  /** Where the unresolved-operation gauges are counted, at scrape time. */
+  readonly store: Pick<Store, 'countOperations'>;
+  /** How long scrapes reuse the last count, so a scrape storm cannot hammer the store (5 s). */
+  readonly storeCacheMs?: number;
+  /** A count slower than this marks the store down for the scrape instead of holding it (2 s). */
+  readonly storeTimeoutMs?: number;
+  /** Include the process metrics (default true). */
+  readonly processMetrics?: boolean;
+}
+
+/** The label children of one tool, made once so recording is a property lookup, not a label hash. */
+interface ToolSeries {
+  readonly decisions: Readonly<Record<Verdict, Counter.Internal>>;
+  readonly upstream: Readonly<Record<UpstreamOutcome, Histogram.Internal<'tool' | 'outcome'>>>;
+  readonly reconciliations: Readonly<Record<ReconciliationResult, Counter.Internal>>;
+  readonly waits: Counter.Internal;
+}
+
+/**
+ * `GateMetrics` over prom-client, plus the store gauges collected at scrape time. Pass the same
+ * object to `createGate({ metrics })` and `createAdminServer({ metrics })`.
+ */
+export class PrometheusMetrics implements GateMetrics {
+  readonly registry: Registry;
+  readonly #store: Pick<Store, 'countOperations'>;
+  readonly #cacheMs: number;
+  readonly #timeoutMs: number;
+  readonly #decisions: Counter<'verdict' | 'tool'>;
+  readonly #upstream: Histogram<'tool' | 'outcome'>;
+  readonly #overhead: Readonly<Record<Verdict, Histogram.Internal<'verdict'>>>;
+  readonly #waits: Counter<'tool'>;
+  readonly #waitSeconds: Histogram<never>;
+  readonly #reconciliations: Counter<'tool' | 'result'>;
+  readonly #unresolved: Gauge<'state'>;
+  readonly #storeUp: Gauge<never>;
+  readonly #byTool = new Map<string, ToolSeries>();
+  #countedAt = Number.NEGATIVE_INFINITY;
+  #counting: Promise<void> | null = null;
+
+  constructor(options: PrometheusMetricsOptions) {
+    this.#store = options.store;
+    this.#cacheMs = options.storeCacheMs ?? 5_000;
+    this.#timeoutMs = options.storeTimeoutMs ?? 2_000;
+    const registry = new Registry();
+    const registers = [registry];
+    this.#decisions = new Counter({
+      name: `${METRICS_PREFIX}decisions_total`,
+      help: 'Governed decisions, by verdict and tool id.',
+      labelNames: ['verdict', 'tool'],
+      registers,
+    });
+    this.#upstream = new Histogram({
+      name: `${METRICS_PREFIX}upstream_duration_seconds`,
+      help: 'Time of governed dispatches to the destination, by tool id and outcome (by the tool outcome contract; a timeout is unknown).',
+      labelNames: ['tool', 'outcome'],
+      buckets: [...UPSTREAM_BUCKETS],
+      registers,
+    });
+    const overhead = new Histogram({
+      name: `${METRICS_PREFIX}gate_overhead_seconds`,
+      help: 'Time the gate added to a governed request (whole handling minus the governed upstream dispatch: store round trips, reservation waits, reconciliation lookups), by verdict.',
+      labelNames: ['verdict'],
+      buckets: [...OVERHEAD_BUCKETS],
+      registers,
+    });
+    this.#overhead = byName(VERDICTS, (v) => overhead.labels(v));
+    this.#waits = new Counter({
+      name: `${METRICS_PREFIX}reservation_waits_total`,
+      help: "Proposals that waited on another run's pending reservation of the same key, by tool id.",
+      labelNames: ['tool'],
+      registers,
+    });
+    this.#waitSeconds = new Histogram({
+      name: `${METRICS_PREFIX}reservation_wait_seconds`,
+      help: "How long proposals waited on another run's pending reservation.",
+      buckets: [...RESERVATION_WAIT_BUCKETS],
+      registers,
+    });
+    this.#reconciliations = new Counter({
+      name: `${METRICS_PREFIX}reconciliations_total`,
+      help: 'Reconciliation lookups after an unknown outcome, by tool id and result (match, none, multiple, inconclusive).',
+      labelNames: ['tool', 'result'],
+      registers,
+    });
+    const refresh = (): Promise<void> => this.#refreshStoreGauges();
+    this.#unresolved = new Gauge({
+      name: `${METRICS_PREFIX}unresolved_operations`,
+      help: 'Operations in the store (all scopes, the same on every gate sharing it) whose outcome is not settled: unknown, or open. Counted at scrape time, cached a few seconds; keeps its last value while the store is down.',
+      labelNames: ['state'],
+      registers,
+      collect: refresh,
+    });
+    this.#storeUp = new Gauge({
+      name: `${METRICS_PREFIX}store_up`,
+      help: 'Whether the last count of unresolved operations reached the store (1) or not (0).',
+      registers,
+      collect: refresh,
+    });
+    this.registry =
+      options.processMetrics === false ? registry : Registry.merge([registry, processMetrics()]);
+  }
+
+  decision(verdict: Verdict, tool: string, overheadMs: number): void {
+    this.#series(tool).decisions[verdict].inc();
+    this.#overhead[verdict].observe(overheadMs > 0 ? overheadMs / 1000 : 0);
+  }
+
+  upstream(tool: string, outcome: UpstreamOutcome, ms: number): void {
+    this.#series(tool).upstream[outcome].observe(ms > 0 ? ms / 1000 : 0);
+  }
+
+  reservationWait(tool: string, ms: number): void {
+    this.#series(tool).waits.inc();
+    this.#waitSeconds.observe(ms > 0 ? ms / 1000 : 0);
+  }
+
+  reconciliation(tool: string, result: ReconciliationResult): void {
+    this.#series(tool).reconciliations[result].inc();
+  }
+
+  /** The exposition text (what `GET /metrics` answers) and its content type. */
+  async scrape(): Promise<{ readonly contentType: string; readonly text: string }> {
+    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+  }
+
+  #series(tool: string): ToolSeries {
+    let series = this.#byTool.get(tool);
+    if (series === undefined) {
+      series = {
+        decisions: byName(VERDICTS, (v) => this.#decisions.labels(v, tool)),
+        upstream: byName(OUTCOMES, (o) => this.#upstream.labels(tool, o)),
+        reconciliations: byName(RECONCILIATIONS, (r) => this.#reconciliations.labels(tool, r)),
+        waits: this.#waits.labels(tool),
+      };
+      this.#byTool.set(tool, series);
+    }
+    return series;
+  }
+
+  /** One count per cache period, shared by concurrent scrapes and by both gauges of one scrape. */
+  #refreshStoreGauges(): Promise<void> {
+    if (this.#counting !== null) return this.#counting;
+    if (performance.now() - this.#countedAt < this.#cacheMs) return Promise.resolve();
+    this.#counting = this.#count().finally(() => {
+      this.#countedAt = performance.now();
+      this.#counting = null;
+    });
+    return this.#counting;
+  }
+
+  async #count(): Promise<void> {
+    try {
+      const counts = await withTimeout(this.#store.countOperations(), this.#timeoutMs);
+      this.#unresolved.set({ state: 'unknown' }, counts.unknown ?? 0);
+      this.#unresolved.set({ state: 'open' }, counts.open ?? 0);
+      this.#storeUp.set(1);
+    } catch {
+      // The scrape still answers: the unresolved gauges keep their last values, store_up says why.
+      this.#storeUp.set(0);
+    }
+  }
+}
+
+export function createPrometheusMetrics(options: PrometheusMetricsOptions): PrometheusMetrics {
+  return new PrometheusMetrics(options);
+}
+
+let processRegistry: Registry | null = null;
+
+/** The process metrics, made once per process (their GC and event-loop observers are per process too). */
+function processMetrics(): Registry {
+  if (processRegistry === null) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, prefix: METRICS_PREFIX });
+  }
+  return processRegistry;
+}
+
+function byName<K extends string, V>(names: readonly K[], make: (name: K) => V): Readonly<Record<K, V>> {
+  const out = {} as Record<K, V>;
+  for (const name of names) out[name] = make(name);
+  return out;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,432 @@
+/**
+ * The admin web pages under `/ui`, served by the admin server: the operations list, the timeline of
+ * one operation and the approval cards, as plain server-rendered HTML (no script, no external
+ * asset, readable without JavaScript). The admin token protects them: `POST /ui/login` trades it
+ * for a session cookie (an HMAC, never the token), or a request may carry
+ * `Authorization: Bearer <token>`. Every form carries a CSRF token.
+ *
+ *   GET  /ui/login, POST /ui/login, POST /ui/logout
+ *   GET  /ui/ (= /ui/operations)?state=&tool=&key=&tenant=&since=&limit=
+ *   GET  /ui/operations/:id
+ *   GET  /ui/approvals?state=&limit=
+ *   POST /ui/approvals/:id/approve|deny|revoke     (form: csrf, by, reason, [ttl], back)
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ApprovalState, OperationRecord, OperationState, Store } from '../../store/index.js';
+import { fullCounts, problemOf } from '../admin-api.js';
+import { checkAdminAuth } from '../admin-auth.js';
+import {
+  DEFAULT_LIST_LIMIT,
+  InputError,
+  isApprovalAction,
+  parseApprovalDecision,
+  parseApprovalState,
+  parseLimit,
+  parseName,
+  parseOperationFilter,
+} from '../admin-input.js';
+import { loadOperationReport } from '../trail.js';
+import { renderApprovalsPage } from './approvals-page.js';
+import { renderErrorPage, renderLoginPage } from './login-page.js';
+import { renderOperationPage } from './operation-page.js';
+import { type OperationsQuery, renderOperationsPage } from './operations-page.js';
+import {
+  cookieValue,
+  csrfToken,
+  endSession,
+  newSession,
+  SESSION_COOKIE,
+  sameSecret,
+  sessionCookie,
+  verifyCsrf,
+  verifySession,
+} from './session.js';
+import { overTls, readForm, redirect, safeUiPath, sendHtml, UiError } from './ui-http.js';
+
+export { escapeHtml, Html, html } from './html.js';
+export { SESSION_COOKIE } from './session.js';
+
+export interface UiContext {
+  readonly store: Store;
+  /** The admin token (`resolveAdminToken`); `null`: the pages are disabled and say how to enable them. */
+  readonly token: string | null;
+  /** Where unexpected failures are reported (never with the token). */
+  readonly logger?: { error(fields: Record<string, unknown>, message: string): void } | undefined;
+}
+
+/** What the error page of a failed request can offer: a way back, and the logout form. */
+interface RequestState {
+  csrf: string | null;
+  back: string | null;
+}
+
+/**
+ * Serves one request when its path is `/ui` or under `/ui/`; returns `false` for any other path
+ * (the admin server then routes it). Never throws: failures become an HTML error page.
+ */
+export async function handleUi(req: IncomingMessage, res: ServerResponse, ctx: UiContext): Promise<boolean> {
+  const target = req.url ?? '';
+  const q = target.indexOf('?');
+  const path = q === -1 ? target : target.slice(0, q);
+  if (path !== '/ui' && !path.startsWith('/ui/')) return false;
+  const query = new URLSearchParams(q === -1 ? '' : target.slice(q + 1));
+  const state: RequestState = { csrf: null, back: null };
+  try {
+    await route(req, res, ctx, path, query, state);
+  } catch (err) {
+    sendError(req, res, ctx, err, state);
+  }
+  return true;
+}
+
+function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  err: unknown,
+  state: RequestState,
+): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  let status: number;
+  let title: string;
+  let message: string;
+  let headers: Readonly<Record<string, string>> = {};
+  if (err instanceof UiError) {
+    ({ status, title, message, headers } = err);
+  } else if (err instanceof InputError) {
+    status = 400;
+    title = 'Bad request';
+    message = err.message;
+  } else {
+    const problem = problemOf(err);
+    status = problem.status;
+    title = problem.title;
+    message = problem.message;
+    headers = problem.headers;
+    if (status === 500)
+      ctx.logger?.error({ error: err instanceof Error ? err.message : String(err) }, 'admin page failed');
+  }
+  sendHtml(req, res, status, renderErrorPage(title, message, state.back, state.csrf), headers);
+}
+
+function decodeSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new UiError(400, 'Bad request', 'The path holds malformed percent-encoding.');
+  }
+}
+
+/** The identity the CSRF token is bound to: the session cookie value, or "bearer". */
+function authenticate(req: IncomingMessage, token: string | null): string | null {
+  if (token === null || token === '') return null;
+  if (checkAdminAuth(req.headers.authorization, token) === 'ok') return 'bearer';
+  const cookie = cookieValue(req.headers.cookie, SESSION_COOKIE);
+  return cookie !== undefined && verifySession(cookie, token) ? cookie : null;
+}
+
+function methodNotAllowed(allow: 'GET' | 'POST'): UiError {
+  const list = allow === 'GET' ? 'GET, HEAD' : 'POST';
+  return new UiError(405, 'Method not allowed', `Use ${list} here.`, { allow: list });
+}
+
+/**
+ * A browser says when a request comes from another site (`Sec-Fetch-Site`); no form here is ever
+ * posted cross-site. (The CSRF token is the real check; this one also covers the login form.)
+ */
+function refuseCrossSite(req: IncomingMessage): void {
+  if (req.headers['sec-fetch-site'] === 'cross-site')
+    throw new UiError(403, 'Forbidden', 'This form was sent from another site.');
+}
+
+async function route(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  path: string,
+  query: URLSearchParams,
+  state: RequestState,
+): Promise<void> {
+  const raw = path.split('/').slice(2);
+  const method = req.method === 'HEAD' ? 'GET' : req.method;
+  if (raw.length === 0) {
+    if (method !== 'GET') throw methodNotAllowed('GET');
+    return redirect(res, '/ui/');
+  }
+  if (raw.length === 1 && raw[0] === 'login') {
+    if (method === 'GET') return loginPage(req, res, ctx, query);
+    if (method === 'POST') return login(req, res, ctx);
+    throw methodNotAllowed('GET');
+  }
+
+  const identity = authenticate(req, ctx.token);
+  if (identity === null) {
+    // Nothing about the pages is told without a session, not even whether a path exists.
+    const original = method === 'GET' ? safeUiPath(req.url) : null;
+    return redirect(
+      res,
+      original === null || original === '/ui/'
+        ? '/ui/login'
+        : `/ui/login?next=${encodeURIComponent(original)}`,
+    );
+  }
+  const token = ctx.token!;
+  const csrf = csrfToken(token, identity);
+  state.csrf = csrf;
+  state.back = '/ui/';
+  const self = safeUiPath(req.url) ?? '/ui/';
+  const segments = raw.map(decodeSegment);
+
+  const [first, second, third] = segments;
+  if (
+    (segments.length === 1 && (first === '' || first === 'operations')) ||
+    (segments.length === 2 && first === 'operations' && second === '')
+  ) {
+    if (method !== 'GET') throw methodNotAllowed('GET');
+    return operationsPage(req, res, ctx, query, csrf);
+  }
+  if (segments.length === 2 && first === 'operations') {
+    if (method !== 'GET') throw methodNotAllowed('GET');
+    state.back = '/ui/operations';
+    return operationPage(req, res, ctx, second!, csrf);
+  }
+  if (segments.length === 1 && first === 'approvals') {
+    if (method !== 'GET') throw methodNotAllowed('GET');
+    return approvalsPage(req, res, ctx, query, csrf, self);
+  }
+  if (segments.length === 1 && first === 'logout') {
+    if (method !== 'POST') throw methodNotAllowed('POST');
+    await checkedForm(req, token, identity);
+    if (identity !== 'bearer') endSession(identity);
+    return redirect(res, '/ui/login', { 'set-cookie': sessionCookie(null, overTls(req)) });
+  }
+  if (segments.length === 3 && first === 'approvals' && isApprovalAction(third!)) {
+    if (method !== 'POST') throw methodNotAllowed('POST');
+    state.back = '/ui/approvals';
+    const form = await checkedForm(req, token, identity);
+    const back = safeUiPath(form.get('back'));
+    if (back !== null) state.back = back;
+    const id = parseName('approval id', second!);
+    const ttl = form.get('ttl')?.trim();
+    const decision = parseApprovalDecision(id, third, {
+      by: form.get('by'),
+      reason: form.get('reason'),
+      ...(third === 'approve' && ttl !== undefined && ttl !== '' ? { ttl } : {}),
+    });
+    await ctx.store.decideApproval(decision);
+    return redirect(res, back ?? '/ui/approvals');
+  }
+  throw new UiError(404, 'Not found', 'No such admin page.');
+}
+
+/** The posted form, after checking it comes from this site and carries this session's CSRF token. */
+async function checkedForm(
+  req: IncomingMessage,
+  token: string,
+  identity: string,
+): Promise<Map<string, string>> {
+  refuseCrossSite(req);
+  const form = await readForm(req);
+  if (!verifyCsrf(form.get('csrf'), token, identity)) {
+    throw new UiError(
+      403,
+      'Forbidden',
+      'The form is missing its CSRF token, or the token does not belong to this session. Reload the page and try again.',
+    );
+  }
+  return form;
+}
+
+function loginPage(req: IncomingMessage, res: ServerResponse, ctx: UiContext, query: URLSearchParams): void {
+  const next = safeUiPath(query.get('next'));
+  if (ctx.token !== null && authenticate(req, ctx.token) !== null) redirect(res, next ?? '/ui/');
+  else sendHtml(req, res, 200, renderLoginPage({ unconfigured: ctx.token === null, error: null, next }));
+}
+
+async function login(req: IncomingMessage, res: ServerResponse, ctx: UiContext): Promise<void> {
+  refuseCrossSite(req);
+  const form = await readForm(req);
+  const next = safeUiPath(form.get('next'));
+  if (ctx.token === null || ctx.token === '') {
+    return sendHtml(req, res, 401, renderLoginPage({ unconfigured: true, error: null, next }));
+  }
+  const given = (form.get('token') ?? '').trim();
+  if (given === '' || !sameSecret(given, ctx.token)) {
+    return sendHtml(
+      req,
+      res,
+      401,
+      renderLoginPage({ unconfigured: false, error: 'That is not the admin token.', next }),
+    );
+  }
+  const target = next === null || next.startsWith('/ui/login') ? '/ui/' : next;
+  redirect(res, target, { 'set-cookie': sessionCookie(newSession(ctx.token), overTls(req)) });
+}
+
+/** Open approval requests, for the navigation (at most 100 counted). */
+async function requestedCount(store: Store): Promise<number> {
+  return (await store.listApprovals({ state: 'requested', limit: 100 })).length;
+}
+
+/** One query parameter, blank = absent; repeated → the first. */
+function param(query: URLSearchParams, name: string): string | undefined {
+  const v = query.get(name)?.trim();
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/**
+ * Key values to search for: a JSON array (`["acme", 42]`, matched exactly), or plain
+ * comma-separated text (`acme, api, Disk full` → `["acme","api","Disk full"]`, all strings).
+ */
+export function parseKeyQuery(text: string): unknown[] {
+  if (text.startsWith('[')) {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      value = undefined;
+    }
+    if (!Array.isArray(value))
+      throw new InputError(
+        'key must be a JSON array of the key values (e.g. ["acme","api","Disk full"]) or comma-separated text (acme, api, Disk full)',
+      );
+    return value;
+  }
+  return text.split(',').map((s) => s.trim());
+}
+
+async function operationsPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  const q: OperationsQuery = {
+    state: param(query, 'state'),
+    tool: param(query, 'tool'),
+    key: param(query, 'key'),
+    tenant: param(query, 'tenant'),
+    since: param(query, 'since'),
+    limit: param(query, 'limit'),
+  };
+  let filter: ReturnType<typeof parseOperationFilter>;
+  let keyValues: unknown[] | undefined;
+  try {
+    filter = parseOperationFilter(q);
+    keyValues = q.key === undefined ? undefined : parseKeyQuery(q.key);
+  } catch (err) {
+    if (!(err instanceof InputError)) throw err;
+    const requested = await requestedCount(ctx.store);
+    const view = {
+      query: q,
+      state: undefined,
+      operations: null,
+      counts: null,
+      limit: DEFAULT_LIST_LIMIT,
+      keyValues: undefined,
+      error: err.message,
+      csrf,
+      requested,
+    };
+    return sendHtml(req, res, 400, renderOperationsPage(view));
+  }
+  const { state, limit, ...rest } = filter;
+  let operations: OperationRecord[];
+  let counts: Record<OperationState, number>;
+  let requested: number;
+  if (keyValues === undefined) {
+    let partial: Partial<Record<OperationState, number>>;
+    [operations, partial, requested] = await Promise.all([
+      ctx.store.listOperations(filter),
+      ctx.store.countOperations(rest),
+      requestedCount(ctx.store),
+    ]);
+    counts = fullCounts(partial);
+  } else {
+    // The store counts without key values; a key names few operations, so count what matched.
+    let all: OperationRecord[];
+    [all, requested] = await Promise.all([
+      ctx.store.listOperations({ ...rest, keyValues, limit: 1000 }),
+      requestedCount(ctx.store),
+    ]);
+    counts = fullCounts({});
+    for (const o of all) counts[o.state]++;
+    operations = all.filter((o) => state === undefined || o.state === state).slice(0, limit);
+  }
+  sendHtml(
+    req,
+    res,
+    200,
+    renderOperationsPage({
+      query: q,
+      state,
+      operations,
+      counts,
+      limit,
+      keyValues,
+      error: null,
+      csrf,
+      requested,
+    }),
+  );
+}
+
+async function operationPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  rawId: string,
+  csrf: string,
+): Promise<void> {
+  let id: string;
+  try {
+    id = parseName('operation id', rawId);
+  } catch {
+    throw new UiError(404, 'Not found', 'No such operation.');
+  }
+  const [report, requested] = await Promise.all([
+    loadOperationReport(ctx.store, id),
+    requestedCount(ctx.store),
+  ]);
+  if (report === null) throw new UiError(404, 'Not found', `No operation ${JSON.stringify(id)}.`);
+  const self = `/ui/operations/${encodeURIComponent(id)}`;
+  sendHtml(req, res, 200, renderOperationPage({ report, csrf, requested, self }));
+}
+
+async function approvalsPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  query: URLSearchParams,
+  csrf: string,
+  self: string,
+): Promise<void> {
+  const rawState = param(query, 'state');
+  const rawLimit = param(query, 'limit');
+  let state: ApprovalState | undefined;
+  let limit = DEFAULT_LIST_LIMIT;
+  let error: string | null = null;
+  try {
+    state = rawState === undefined || rawState === 'all' ? undefined : parseApprovalState('state', rawState);
+    if (rawLimit !== undefined) limit = parseLimit('limit', rawLimit);
+  } catch (err) {
+    if (!(err instanceof InputError)) throw err;
+    error = err.message;
+  }
+  const [approvals, requested] = await Promise.all([
+    error === null
+      ? ctx.store.listApprovals({ ...(state === undefined ? {} : { state }), limit })
+      : Promise.resolve(null),
+    requestedCount(ctx.store),
+  ]);
+  sendHtml(
+    req,
+    res,
+    error === null ? 200 : 400,
+    renderApprovalsPage({ state, approvals, limit, error, csrf, requested, self }),
+  );
+}

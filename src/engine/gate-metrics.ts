@@ -1,0 +1,38 @@
+import type { ReconciliationResult, Verdict } from '../store/index.js';
+
+/** How a governed dispatch ended, by the tool's `outcome` contract (a timeout is `unknown`). */
+export type UpstreamOutcome = 'succeeded' | 'failed' | 'unknown';
+
+/**
+ * What the Gate reports about its own work, for an operator's dashboards. The engine knows nothing
+ * of Prometheus: the admin server implements this with prom-client (`src/admin/metrics.ts`), and
+ * without it every call is a no-op.
+ *
+ * Called on the request path, so an implementation must be O(1) and allocation-light: no string
+ * building per call beyond looking up the label values it is given, never a store round trip, never
+ * a throw. Label values are tool ids (bounded by the policy set) and closed sets; never a key value,
+ * a run id or anything secret.
+ */
+export interface GateMetrics {
+  /**
+   * One governed decision (every verdict, exactly once per proposal). `overheadMs`: the time the
+   * gate itself added to the request, i.e. the whole of `handle` minus the governed upstream
+   * dispatch (store round trips, waiting on another run's reservation and a reconciliation lookup
+   * are all the gate's doing).
+   */
+  decision(verdict: Verdict, tool: string, overheadMs: number): void;
+  /** One governed dispatch (an `allow`): how long the destination took and how it ended. */
+  upstream(tool: string, outcome: UpstreamOutcome, ms: number): void;
+  /** A proposal that had to wait on another run's pending reservation, and for how long. */
+  reservationWait(tool: string, ms: number): void;
+  /** One reconciliation lookup after an unknown outcome, and what it found. */
+  reconciliation(tool: string, result: ReconciliationResult): void;
+}
+
+/** The default: records nothing. */
+export const noGateMetrics: GateMetrics = Object.freeze({
+  decision() {},
+  upstream() {},
+  reservationWait() {},
+  reconciliation() {},
+});
