@@ -8,6 +8,7 @@ export type {
   CreateGateOptions,
   GateHandler,
   GateLogger,
+  GateMetrics,
   GateRequest,
   GateRequestHead,
   GateResponse,
@@ -19,5 +20,13 @@ export type { ErrorCode, PolicyIssue } from './errors.js';
 export { EffectgateError, ERROR_CODES, PolicyError, StoreError } from './errors.js';
 export type { PolicySet, Tool } from './policy/index.js';
 export { loadPolicies } from './policy/index.js';
-export type { DecisionRecord, EventRecord, OperationRecord, Scope, Store } from './store/index.js';
+export type {
+  ApprovalRecord,
+  DecisionRecord,
+  EventRecord,
+  ObservationRecord,
+  OperationRecord,
+  Scope,
+  Store,
+} from './store/index.js';
 export { openStore, verifyChain } from './store/index.js';
