@@ -23,6 +23,7 @@ import {
 } from './problem-response.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
+import { redactedPath } from './secret-captures.js';
 import { buildSemanticKey } from './semantic-key.js';
 import type {
   GateHandler,
@@ -429,46 +430,4 @@ interface Proposal {
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-/**
- * The request path as the trail keeps it: a capture the tool declares secret (`redact:
- * [$.path.name]`, e.g. a webhook token in the URL) is replaced by `{name}`, so the secret never
- * reaches the append-only store.
- */
-/** Per tool, which path captures its `redact` list names: worked out once, not per request. */
-const secretCapturesOf = new WeakMap<Tool, Map<string, boolean>>();
-
-function isSecretCapture(tool: Tool, name: string): boolean {
-  let known = secretCapturesOf.get(tool);
-  if (known === undefined) {
-    known = new Map();
-    secretCapturesOf.set(tool, known);
-  }
-  let secret = known.get(name);
-  if (secret === undefined) {
-    secret = tool.redact.some((r) => r.evaluate({ path: { [name]: '' } }).length > 0);
-    known.set(name, secret);
-  }
-  return secret;
-}
-
-function redactedPath(path: string, tool: Tool, params: Readonly<Record<string, string>>): string {
-  if (tool.redact.length === 0) return path;
-  const secret = new Set<string>();
-  for (const name in params) if (isSecretCapture(tool, name)) secret.add(name);
-  if (secret.size === 0) return path;
-  return path
-    .split('/')
-    .map((segment) => {
-      let decoded: string;
-      try {
-        decoded = decodeURIComponent(segment);
-      } catch {
-        return segment;
-      }
-      for (const name of secret) if (params[name] === decoded) return `{${name}}`;
-      return segment;
-    })
-    .join('/');
 }

@@ -14,6 +14,8 @@ import type { ReconciliationInput } from '../store/index.js';
 import type { ArgumentDocument } from './argument-document.js';
 import { canonicalJson, sha256Ref } from './canonical-json.js';
 import { formatAuthority } from './normalize-head.js';
+import { destinationRefOf } from './response-facts.js';
+import { isSecretCapture } from './secret-captures.js';
 import type { GateRequest, UpstreamSender } from './types.js';
 
 export interface ReconcileLookupInput {
@@ -40,7 +42,6 @@ const DROPPED_HEADERS: ReadonlySet<string> = new Set([
   'transfer-encoding',
   'expect',
 ]);
-const MAX_REF_LENGTH = 2048;
 const EMPTY = new Uint8Array(0);
 const decoder = new TextDecoder();
 
@@ -135,7 +136,7 @@ function judge(tool: Tool, status: number, body: Uint8Array, expected: readonly 
       return remote !== undefined && canonicalJson(remote) === wanted[i];
     }),
   );
-  const remoteRefs = matching.map((item) => refOf(tool, item));
+  const remoteRefs = matching.map((item) => destinationRefOf(tool, item));
   const result = matching.length === 0 ? 'none' : matching.length === 1 ? 'match' : 'multiple';
   return { result, matches: matching.length, remoteRefs, status, error: null };
 }
@@ -153,13 +154,6 @@ function listsWalked(expression: string, json: unknown): unknown[] | null {
   } catch {
     return null;
   }
-}
-
-function refOf(tool: Tool, item: unknown): string | null {
-  const found = tool.response.ref?.evaluate(item)[0];
-  if (typeof found !== 'string' && typeof found !== 'number') return null;
-  const text = String(found);
-  return text.length > MAX_REF_LENGTH ? text.slice(0, MAX_REF_LENGTH) : text;
 }
 
 function inconclusive(status: number | null, error: string): Outcome {
@@ -188,10 +182,6 @@ function fillTemplate(
   const display = fill(true);
   const real = fill(false);
   return { real: missing === null ? real : null, display, missing };
-}
-
-function isSecretCapture(tool: Tool, name: string): boolean {
-  return tool.redact.some((r) => r.evaluate({ path: { [name]: '' } }).length > 0);
 }
 
 /**

@@ -7,15 +7,22 @@ const decoder = new TextDecoder();
  * the tool's `response.ref` JSONPath from a JSON response; `null` when absent or not JSON.
  */
 export function extractDestinationRef(tool: Tool, body: Uint8Array): string | null {
-  const ref = tool.response.ref;
-  if (ref === null || body.byteLength === 0) return null;
+  if (tool.response.ref === null || body.byteLength === 0) return null;
   let json: unknown;
   try {
     json = JSON.parse(decoder.decode(body));
   } catch {
     return null;
   }
-  const found = ref.evaluate(json)[0];
+  return destinationRefOf(tool, json);
+}
+
+/**
+ * The tool's `response.ref` read from an already parsed JSON value (a response body, or one item
+ * of a reconciliation lookup), at most 2048 characters; `null` when absent.
+ */
+export function destinationRefOf(tool: Tool, json: unknown): string | null {
+  const found = tool.response.ref?.evaluate(json)[0];
   if (found === undefined || found === null) return null;
   const text = typeof found === 'string' ? found : JSON.stringify(found);
   return text.length > 2048 ? text.slice(0, 2048) : text;
