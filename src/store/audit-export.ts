@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { EffectgateError } from '../errors.js';
 import { type AuditReport, EVENT_CHAINS, verifyChain } from './audit-chain.js';
-import { storeEvents } from './store-events.js';
+import { storeEvents, upToHeads } from './store-events.js';
 import type { ChainHead, EventRecord, Store } from './types.js';
 
 /*
@@ -84,12 +84,8 @@ export async function* auditExportLines(
     heads: heads.map((h) => ({ chain: h.chain, lastSeq: h.lastSeq, lastHash: h.lastHash })),
   };
   yield `${JSON.stringify(header)}\n`;
-  const until = new Map<number, number>();
-  for (const head of heads) until.set(head.chain, Math.max(until.get(head.chain) ?? 0, head.lastSeq));
   const events = storeEvents(store, options.pageSize === undefined ? {} : { pageSize: options.pageSize });
-  for await (const e of events) {
-    const last = until.get(e.chain);
-    if (last !== undefined && e.seq > last) continue;
+  for await (const e of upToHeads(events, heads)) {
     const line: EventRecord = {
       chain: e.chain,
       seq: e.seq,

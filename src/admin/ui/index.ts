@@ -14,7 +14,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApprovalState, OperationRecord, OperationState, Store } from '../../store/index.js';
 import { fullCounts, problemOf } from '../admin-api.js';
-import { checkAdminAuth } from '../admin-auth.js';
+import { checkAdminAuth, sameSecret } from '../admin-auth.js';
 import {
   DEFAULT_LIST_LIMIT,
   InputError,
@@ -36,7 +36,6 @@ import {
   endSession,
   newSession,
   SESSION_COOKIE,
-  sameSecret,
   sessionCookie,
   verifyCsrf,
   verifySession,

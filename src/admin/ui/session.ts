@@ -4,7 +4,8 @@
  * token, and it stops verifying as soon as the token changes (rotating the token logs everyone
  * out). Every form carries a CSRF token: an HMAC of the session cookie value, keyed by the token.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { sameSecret } from '../admin-auth.js';
 
 export const SESSION_COOKIE = 'eg_session';
 /** How long a session lasts after logging in. */
@@ -69,18 +70,6 @@ export function csrfToken(token: string, identity: string): string {
 export function verifyCsrf(given: string | undefined, token: string, identity: string): boolean {
   if (given === undefined) return false;
   return sameSecret(given, csrfToken(token, identity));
-}
-
-/**
- * Constant-time comparison of two secrets: both are hashed first, so the comparison takes the same
- * time whatever their lengths and contents.
- */
-export function sameSecret(a: string, b: string): boolean {
-  return timingSafeEqual(sha256(a), sha256(b));
-}
-
-function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
 }
 
 /** The value of one cookie from a `Cookie` header (the first when repeated), if present. */

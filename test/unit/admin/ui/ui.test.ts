@@ -3,6 +3,7 @@
  * CSRF tokens, and the key-value search syntax.
  */
 import { describe, expect, it } from 'vitest';
+import { sameSecret } from '../../../../src/admin/admin-auth.js';
 import { parseKeyQuery } from '../../../../src/admin/index.js';
 import { escapeHtml, Html, html, join } from '../../../../src/admin/ui/html.js';
 import {
@@ -11,7 +12,6 @@ import {
   endSession,
   newSession,
   SESSION_TTL_SECONDS,
-  sameSecret,
   sessionCookie,
   verifyCsrf,
   verifySession,
