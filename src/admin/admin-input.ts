@@ -4,11 +4,13 @@
  * into its own refusal (400 problem+json, or `EG_ERR_CONFIG_INVALID` naming the flag).
  */
 import { parseDuration } from '../policy/index.js';
-import type {
-  ApprovalDecisionInput,
-  ApprovalState,
-  OperationFilter,
-  OperationState,
+import {
+  APPROVAL_STATES,
+  type ApprovalDecisionInput,
+  type ApprovalState,
+  OPERATION_STATES,
+  type OperationFilter,
+  type OperationState,
 } from '../store/index.js';
 
 /** A value an operator gave is not acceptable; the message names it and says what is. */
@@ -19,24 +21,7 @@ export class InputError extends Error {
   }
 }
 
-export const OPERATION_STATES: readonly OperationState[] = Object.freeze([
-  'open',
-  'succeeded',
-  'failed',
-  'unknown',
-  'cancelled',
-  'duplicate_effect_confirmed',
-]);
-
-export const APPROVAL_STATES: readonly ApprovalState[] = Object.freeze([
-  'requested',
-  'approved',
-  'denied',
-  'revoked',
-  'used',
-  'withdrawn',
-  'expired',
-]);
+export { APPROVAL_STATES, OPERATION_STATES } from '../store/index.js';
 
 export const DEFAULT_LIST_LIMIT = 100;
 export const MAX_LIST_LIMIT = 1000;

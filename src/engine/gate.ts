@@ -5,9 +5,9 @@ import {
   type BlockInput,
   type DecideResult,
   type DedupeKeyInput,
+  RETRY_REASONS,
   type ReconciliationInput,
   type ReconciliationResult,
-  type RetryReason,
   type Scope,
   type Store,
   uuidv7,
@@ -111,11 +111,11 @@ export class Gate implements GateHandler {
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
     const started = performance.now();
     const claimed = request.context.retryReason;
-    if (claimed !== null && !RETRY_REASONS.has(claimed)) {
+    if (claimed !== null && !RETRY_REASON_SET.has(claimed)) {
       // A closed set (seed: no reassuring prose the trail cannot group or review).
       return transportProblem(
         'bad_request',
-        `Effectgate-Retry-Reason must be one of ${[...RETRY_REASONS].join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
+        `Effectgate-Retry-Reason must be one of ${RETRY_REASONS.join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
       );
     }
     let proposal: Proposal | null;
@@ -405,14 +405,7 @@ export class Gate implements GateHandler {
 type DecideCommon = Omit<BlockInput, 'kind' | 'decisionId' | 'reason'>;
 
 /** The closed set of retry reasons (DESIGN.md §3); a client may send one, only operator_requested counts. */
-const RETRY_REASONS: ReadonlySet<string> = new Set<RetryReason>([
-  'connection_not_established',
-  'rate_limited',
-  'destination_5xx',
-  'response_lost_after_dispatch',
-  'credential_refreshed',
-  'operator_requested',
-]);
+const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
 
 /** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */
 const RECONCILE_TIMEOUT_MS = 10_000;

@@ -30,3 +30,4 @@ export {
 } from './store-socket.js';
 export type * from './types.js';
 export { uuidv7 } from './uuidv7.js';
+export { APPROVAL_STATES, OPERATION_STATES, RETRY_REASONS } from './vocabulary.js';

@@ -8,6 +8,8 @@
  * are written in the same transaction as the state they describe.
  */
 
+import type { APPROVAL_STATES, OPERATION_STATES, RETRY_REASONS } from './vocabulary.js';
+
 export interface Scope {
   readonly tenant: string;
   readonly area: string;
@@ -15,21 +17,9 @@ export interface Scope {
 }
 
 export type DispatchState = 'not_sent' | 'sent_no_response' | 'response_received' | 'execution_error';
-export type OperationState =
-  | 'open'
-  | 'succeeded'
-  | 'failed'
-  | 'unknown'
-  | 'cancelled'
-  | 'duplicate_effect_confirmed';
+export type OperationState = (typeof OPERATION_STATES)[number];
 export type Verdict = 'allow' | 'duplicate' | 'pending' | 'hold' | 'halted' | 'block';
-export type RetryReason =
-  | 'connection_not_established'
-  | 'rate_limited'
-  | 'destination_5xx'
-  | 'response_lost_after_dispatch'
-  | 'credential_refreshed'
-  | 'operator_requested';
+export type RetryReason = (typeof RETRY_REASONS)[number];
 
 /**
  * Why the gate let a later attempt go (recorded with the attempt, DESIGN.md §3 "a recorded retry
@@ -330,14 +320,7 @@ export interface ObservationRecord {
  * as `expired` once its time is up. A request still open when evidence settles the operation (a
  * late outcome, a reconciliation) is `withdrawn`: nothing is left to approve.
  */
-export type ApprovalState =
-  | 'requested'
-  | 'approved'
-  | 'denied'
-  | 'revoked'
-  | 'used'
-  | 'expired'
-  | 'withdrawn';
+export type ApprovalState = (typeof APPROVAL_STATES)[number];
 
 /**
  * An approval card (DESIGN.md §3): who may try what again, recorded apart from what happened.

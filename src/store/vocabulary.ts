@@ -1,0 +1,36 @@
+/*
+ * The closed sets of the trail, as values: the types in types.ts are derived from these, and
+ * whoever validates input (the admin API, the commands, the engine's Effectgate-Retry-Reason check)
+ * uses these lists, so the sets are written once in TypeScript (and once in the migrations' CHECK
+ * constraints, which must match).
+ */
+
+export const OPERATION_STATES = Object.freeze([
+  'open',
+  'succeeded',
+  'failed',
+  'unknown',
+  'cancelled',
+  'duplicate_effect_confirmed',
+] as const);
+
+/** Stored states plus `expired` (an approved card whose time is up reads as expired). */
+export const APPROVAL_STATES = Object.freeze([
+  'requested',
+  'approved',
+  'denied',
+  'revoked',
+  'used',
+  'withdrawn',
+  'expired',
+] as const);
+
+/** DESIGN.md §3: the reasons a later attempt may have; a client may only claim operator_requested. */
+export const RETRY_REASONS = Object.freeze([
+  'connection_not_established',
+  'rate_limited',
+  'destination_5xx',
+  'response_lost_after_dispatch',
+  'credential_refreshed',
+  'operator_requested',
+] as const);
