@@ -84,6 +84,15 @@ begin
     -- none or inconclusive: absence proves little (seed). The state stays unknown; on to approval.
   end if;
 
+  -- No retry is possible (budget spent, same request): say so now, by any rule, rather than ask
+  -- for an approval that could never be used. A changed request forks and has its own budget.
+  if not v_changed and v_key.attempt_number >= v_budget then
+    perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_op, null, v_key.key_hash, null,
+      json_build_object('attemptsUsed', v_key.attempt_number, 'attemptBudget', v_budget, 'observation', v_obs));
+    return json_build_object('verdict', 'block', 'decisionId', p ->> 'decisionId',
+      'reason', 'retry_budget_exhausted', 'operationId', v_op);
+  end if;
+
   if v_rule = 'honored' and not v_changed then
     v_decision := 'destination_idempotency_honored';
   else
@@ -95,18 +104,7 @@ begin
     end if;
   end if;
 
-  -- No retry is possible (budget spent, same request): say so now rather than ask for an approval
-  -- that could never be used.
-  if not v_changed and v_key.attempt_number >= v_budget then
-    v_decision := coalesce(v_decision, 'none');
-  end if;
   if v_decision is not null then
-    if not v_changed and v_key.attempt_number >= v_budget then
-      perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_op, null, v_key.key_hash, null,
-        json_build_object('attemptsUsed', v_key.attempt_number, 'attemptBudget', v_budget, 'observation', v_obs));
-      return json_build_object('verdict', 'block', 'decisionId', p ->> 'decisionId',
-        'reason', 'retry_budget_exhausted', 'operationId', v_op);
-    end if;
     if v_approval.id is not null then
       update approvals set state = 'used', used_by_attempt_id = p ->> 'newAttemptId', used_at = now()
         where id = v_approval.id;
