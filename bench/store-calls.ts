@@ -56,6 +56,7 @@ function reserveInput(title: string, runId: string): ReserveInput {
     idempotencyHeader: 'Idempotency-Key',
     retryBudget: 3,
     unknownRule: 'hold',
+    onExpired: 'unknown',
     clientRetryReason: null,
     reconciliation: null,
     gateInstance: null,

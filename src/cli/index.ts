@@ -13,7 +13,7 @@ const USAGE = `usage: effectgate <command> [options]
 
 commands:
   proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent | --agents,
-                     --ca-dir, --upstream-ca)
+                     --ca-dir, --upstream-ca, --instance-id, --drain-timeout 10s)
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
   trail <operation-id>  the operation's intent and state, then its timeline: decisions, attempts,
                      observations, approvals (--json; --run RUN for a run's decisions;
@@ -23,8 +23,8 @@ commands:
   approvals list     the approval cards (--state S, --limit N, --json)
   approvals approve|deny|revoke <id> --by WHO --reason TEXT [--ttl 1h|permanent]
                      decide one (approve allows exactly one retry, for --ttl, default 1h)
-  recover            mark attempts left without an outcome by a dead gate unknown (--policies DIR,
-                     --stale-after 30s, --json)
+  recover            mark attempts left without an outcome by a dead gate unknown (--stale-after 30s,
+                     --json; --policies DIR only for operations older than migration 0003)
   audit verify       verify the hash-chained event log (exit 1 naming the first bad event;
                      --file FILE verifies an export offline, no store needed)
   audit export       the event log as JSON Lines on stdout (--out FILE: mode 0600, --force to replace)

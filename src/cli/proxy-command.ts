@@ -8,7 +8,7 @@ import {
   parsePortList,
   scopeFromFlagsAndEnv,
 } from '../config/index.js';
-import { createGate, unknownRules } from '../engine/index.js';
+import { checkInstanceId, createGate, defaultInstanceId } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
 import { CertificateAuthority, createProxyServer } from '../proxy/index.js';
@@ -34,6 +34,8 @@ export const PROXY_OPTIONS = {
   'admin-token-file': { type: 'string' },
   heartbeat: { type: 'string', default: '5s' },
   'stale-after': { type: 'string', default: '30s' },
+  'instance-id': { type: 'string' },
+  'drain-timeout': { type: 'string', default: '10s' },
 } as const satisfies ParseArgsConfig['options'];
 
 /**
@@ -75,6 +77,12 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const logger = createLogger({ level: process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info' });
   const heartbeatMs = positiveDuration('--heartbeat', values.heartbeat);
   const staleAfterMs = positiveDuration('--stale-after', values['stale-after']);
+  const drainTimeoutMs = positiveDuration('--drain-timeout', values['drain-timeout']);
+  // Stable across restarts, so this gate's next start recovers what this life leaves in flight.
+  const instanceId =
+    values['instance-id'] === undefined
+      ? (process.env['EFFECTGATE_INSTANCE_ID'] ?? defaultInstanceId({ listen }))
+      : values['instance-id'];
   const adminToken = await resolveAdminToken({ file: values['admin-token-file'] });
 
   const policies = await loadPolicies(values.policies);
@@ -83,10 +91,19 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   // Metrics only with an admin server to serve them: the same object counts in the gate and
   // answers GET /metrics.
   const metrics = admin === null ? undefined : createPrometheusMetrics({ store });
+  // Registers this life and recovers what earlier lives and dead replicas left in flight before
+  // any traffic is taken. On the embedded store the directory lock proves no other gate runs, so
+  // every attempt without an outcome is orphaned.
   const gate = await createGate({
     policies,
     store,
+    ownStore: true,
+    exclusiveStore: store.kind === 'pglite',
     scope,
+    instanceId: checkInstanceId(instanceId),
+    heartbeatMs,
+    staleAfterMs,
+    drainTimeoutMs,
     ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
     ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
     ...(metrics === undefined ? {} : { metrics }),
@@ -99,31 +116,6 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     ...(ca === undefined ? {} : { ca }),
     ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
   });
-  // Before taking traffic: announce this gate, then settle what dead gates left in flight
-  // (DESIGN.md §3: a restart never forgets uncertainty). On the embedded store the directory
-  // lock proves no other gate runs, so every attempt without an outcome is orphaned.
-  const rules = unknownRules(policies.tools);
-  await store.registerInstance(gate.instanceId);
-  const recover = async (exclusive: boolean): Promise<void> => {
-    const recovered = await store.recover({ instanceId: gate.instanceId, exclusive, staleAfterMs, rules });
-    for (const r of recovered) {
-      logger.warn(
-        { operation: r.operationId, attempt: r.attemptId, tool: r.toolId, approval: r.approvalId },
-        'recovered an attempt without an outcome: marked sent_no_response, operation unknown',
-      );
-    }
-  };
-  await recover(store.kind === 'pglite');
-  // Heartbeat, and every few beats a sweep for replicas that died since (shared PostgreSQL).
-  let beats = 0;
-  const heartbeat = setInterval(() => {
-    beats += 1;
-    store
-      .heartbeat(gate.instanceId)
-      .then(() => (beats % 6 === 0 ? recover(false) : undefined))
-      .catch((err: unknown) => logger.error({ err: String(err) }, 'heartbeat or recovery sweep failed'));
-  }, heartbeatMs);
-  heartbeat.unref();
   // Commands (operations, approvals, audit verify) reach an embedded store through this gate.
   const storeDir = store.kind === 'pglite' ? embeddedStoreDir(storeUrl) : null;
   const storeSocket =
@@ -173,11 +165,17 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
 
   await stopped;
   logger.info({}, 'effectgate proxy stopping');
-  clearInterval(heartbeat);
+  // Stop taking requests and let those in flight finish, then drain the outcomes the store could
+  // not take yet (bounded by --drain-timeout), then mark this life stopped and close the store.
   await Promise.allSettled([proxy.close(), adminServer?.close(), storeSocket?.close()]);
-  // Drained: every attempt of this gate has its outcome, so a stopped gate is never recovered.
-  await store.stopInstance(gate.instanceId).catch(() => undefined);
-  await store.close();
+  const report = await gate.close();
+  logger.info(
+    { unwritten_outcomes: report.unwrittenOutcomes, abandoned_calls: report.abandonedCalls },
+    'effectgate proxy stopped',
+  );
+  process.stdout.write(
+    `effectgate proxy stopped (${report.unwrittenOutcomes} outcome(s) not written${report.unwrittenOutcomes > 0 ? ': recovered as unknown on the next start of this instance' : ''})\n`,
+  );
   return 0;
 }
 

@@ -31,7 +31,7 @@ export async function runRecover(argv: readonly string[]): Promise<number> {
     args: [...argv],
     allowPositionals: true,
     options: {
-      policies: { type: 'string', default: 'policies' },
+      policies: { type: 'string' },
       'stale-after': { type: 'string', default: '30s' },
       store: { type: 'string' },
       json: { type: 'boolean', default: false },
@@ -44,9 +44,11 @@ export async function runRecover(argv: readonly string[]): Promise<number> {
     return 2;
   }
   const staleAfterMs = flag(() => parsePositiveDuration('--stale-after', values['stale-after']));
-  // Loaded before the store is opened, so an invalid policy folder fails before anything changes.
-  const policies = await loadPolicies(values.policies);
-  const rules = unknownRules(policies.tools);
+  // Each operation carries its tool's unknown rule (recorded when it was created), so no policies
+  // are needed. --policies only names rules for operations recorded before that (migration 0003);
+  // loaded before the store is opened, so an invalid folder fails before anything changes.
+  const rules =
+    values.policies === undefined ? {} : unknownRules((await loadPolicies(values.policies)).tools);
   const store = await openInspectionStore(resolveStoreUrl(values.store));
   try {
     const recovered = await store.recover({
@@ -55,11 +57,7 @@ export async function runRecover(argv: readonly string[]): Promise<number> {
       staleAfterMs,
       rules,
     });
-    const rows = recovered.map((r) => ({
-      ...r,
-      rule: rules[r.toolId] ?? null,
-      plan: planOf(r, rules, values.policies),
-    }));
+    const rows = recovered.map((r) => ({ ...r, plan: planOf(r) }));
     if (values.json) {
       writeJson({ recovered: rows, count: rows.length });
       return 0;
@@ -79,17 +77,13 @@ export async function runRecover(argv: readonly string[]): Promise<number> {
   }
 }
 
-function planOf(r: RecoveredAttempt, rules: Readonly<Record<string, UnknownRule>>, dir: string): string {
+function planOf(r: RecoveredAttempt): string {
   if (r.approvalId !== null) return `approval ${printable(r.approvalId)} requested`;
-  const rule = rules[r.toolId];
-  if (rule === undefined) {
-    return `tool not in ${printable(dir)}: the next proposal follows its tool's unknown-outcome rule`;
-  }
-  return PLAN[rule];
+  return PLAN[r.rule];
 }
 
 function summary(
-  rows: readonly { readonly approvalId: string | null; readonly rule: UnknownRule | null }[],
+  rows: readonly { readonly approvalId: string | null; readonly rule: UnknownRule }[],
 ): string {
   if (rows.length === 0) return 'nothing to recover: every persisted attempt has an outcome or a live gate';
   const approvals = rows.filter((r) => r.approvalId !== null).length;

@@ -1,17 +1,31 @@
 import { checkPositiveInt, checkScope } from '../config/index.js';
+import { EffectgateError } from '../errors.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
-import { openStore, type Store, uuidv7 } from '../store/index.js';
+import { DEFAULT_STORE_URL, openStore, type Store, uuidv7 } from '../store/index.js';
 import { Gate, type GateLogger } from './gate.js';
+import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
+import { defaultInstanceId } from './instance-id.js';
+import { OUTBOX_DEFAULTS, OutcomeOutbox } from './outcome-outbox.js';
+import { unknownRules } from './unknown-rule.js';
 
 export interface CreateGateOptions {
   /** A loaded policy set, or a policies folder / file to load. */
   readonly policies: PolicySet | string;
-  /** An open store, or a store URL (`postgres://…`, `pglite:DIR`, `pglite:memory`). */
-  readonly store: Store | string;
+  /**
+   * An open store, or a store URL (`postgres://…`, `pglite:DIR`, `pglite:memory`). Default: the
+   * embedded store in `./.effectgate`, like the CLI. A store the gate opened is closed by `close()`.
+   */
+  readonly store?: Store | string;
   readonly scope: { readonly tenant: string; readonly area: string; readonly agent: string };
   /** Run id for requests without `Effectgate-Run`; default one UUIDv7 per gate. */
   readonly runId?: string;
+  /**
+   * This gate's identity on the store, stable across restarts so a restarted gate recovers its own
+   * previous life's in-flight attempts at once. Default: host name + scope (`defaultInstanceId`).
+   * Two gates running at the same time must not share one.
+   */
+  readonly instanceId?: string;
   /** Largest governed request body, default 1 MiB. */
   readonly maxBodyBytes?: number;
   /**
@@ -26,12 +40,30 @@ export interface CreateGateOptions {
    * nowhere). `effectgate proxy --admin` passes the admin server's Prometheus metrics.
    */
   readonly metrics?: GateMetrics;
+  /** Heartbeat period on the store, default 5 s. */
+  readonly heartbeatMs?: number;
+  /** A replica silent for this long is dead and its in-flight attempts are recovered; default 30 s. */
+  readonly staleAfterMs?: number;
+  /** How long `close()` waits for in-flight calls and unwritten outcomes; default 10 s. */
+  readonly drainTimeoutMs?: number;
+  /** Outcomes kept for retry while the store is unreachable; default 10,000. */
+  readonly maxPendingOutcomes?: number;
+  /**
+   * True when no other gate can be using this store, so every attempt without an outcome found at
+   * start is orphaned. Default: true for an embedded store this call opened (its directory lock
+   * proves it), false otherwise.
+   */
+  readonly exclusiveStore?: boolean;
+  /** Close `store` on `close()` even though it was passed in open (the CLI hands over its store). */
+  readonly ownStore?: boolean;
 }
 
 const silent: GateLogger = { info() {}, warn() {}, error() {} };
 
 /**
- * Creates the engine every front door shares. Options are validated once, here.
+ * Creates and starts the engine every front door shares. Options are validated once, here. The
+ * gate is registered on its store and has recovered what earlier lives left in flight before this
+ * resolves; `await gate.close()` drains it.
  *
  * @example
  * import { createGate } from 'effectgate';
@@ -45,31 +77,80 @@ const silent: GateLogger = { info() {}, warn() {}, error() {} };
  * });
  * // In process: every fetch() and undici request of this process now goes through the gate.
  * setGlobalDispatcher(new Agent().compose(gateInterceptor(gate, { run: 'nightly-triage-42' })));
- * // The forward proxy (`effectgate proxy`) is the other front door; both adapters call
- * // gate.route(head) and gate.handle(request, send) on the same engine.
+ * // …
+ * await gate.close(); // waits for in-flight calls and their outcomes, then closes the store
  */
 export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const scope = checkScope(options.scope);
   const maxBodyBytes =
     options.maxBodyBytes === undefined ? 1024 * 1024 : checkPositiveInt('maxBodyBytes', options.maxBodyBytes);
+  const heartbeatMs = positive('heartbeatMs', options.heartbeatMs, 5_000);
+  const staleAfterMs = positive('staleAfterMs', options.staleAfterMs, 30_000);
+  const drainTimeoutMs = positive('drainTimeoutMs', options.drainTimeoutMs, 10_000);
+  const maxEntries = positive('maxPendingOutcomes', options.maxPendingOutcomes, OUTBOX_DEFAULTS.maxEntries);
+  const instanceId =
+    options.instanceId === undefined
+      ? defaultInstanceId({ scope: `${scope.tenant}/${scope.area}/${scope.agent}` })
+      : checkInstanceId(options.instanceId);
   const policies =
     typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
-  const store = typeof options.store === 'string' ? await openStore({ url: options.store }) : options.store;
-  const authorityKey =
-    options.authorityKey !== undefined
-      ? options.authorityKey
-      : (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? (await store.authorityKey()));
-  return new Gate(
-    Object.freeze({
-      policies,
+  const opened = typeof options.store !== 'object';
+  const storeUrl = typeof options.store === 'string' ? options.store : DEFAULT_STORE_URL;
+  const store = typeof options.store === 'object' ? options.store : await openStore({ url: storeUrl });
+  const logger = options.logger ?? silent;
+  try {
+    const authorityKey =
+      options.authorityKey !== undefined
+        ? options.authorityKey
+        : (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? (await store.authorityKey()));
+    const outbox = new OutcomeOutbox(store, logger, { ...OUTBOX_DEFAULTS, maxEntries });
+    const lifecycle = new GateLifecycle({
       store,
-      scope,
-      runId: options.runId ?? uuidv7(),
-      instanceId: uuidv7(),
-      maxBodyBytes,
-      authorityKey,
-      logger: options.logger ?? silent,
-      metrics: options.metrics ?? noGateMetrics,
-    }),
-  );
+      instanceId,
+      logger,
+      heartbeatMs,
+      staleAfterMs,
+      exclusive:
+        options.exclusiveStore ?? (opened && store.kind === 'pglite' && storeUrl !== 'pglite:memory'),
+      rules: unknownRules(policies.tools),
+      drainTimeoutMs,
+      closeStore: opened || options.ownStore === true,
+      outbox,
+    });
+    const gate = new Gate(
+      Object.freeze({
+        policies,
+        store,
+        scope,
+        runId: options.runId ?? uuidv7(),
+        instanceId,
+        maxBodyBytes,
+        authorityKey,
+        logger,
+        metrics: options.metrics ?? noGateMetrics,
+        outbox,
+        lifecycle,
+      }),
+    );
+    await lifecycle.start();
+    return gate;
+  } catch (err) {
+    if (opened || options.ownStore === true) await store.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  return value === undefined ? fallback : checkPositiveInt(name, value);
+}
+
+/** Letters, digits and `. _ : @ / [ ] -`, at most 200: host names, addresses and pod names fit. */
+export function checkInstanceId(value: unknown): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:@/[\]-]{0,199}$/.test(value)) {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `instance id must be 1–200 characters of letters, digits and . _ : @ / [ ] - (starting with a letter or digit); got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
 }

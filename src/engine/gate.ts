@@ -3,6 +3,7 @@ import { StoreError } from '../errors.js';
 import { Classifier, type PolicySet, type Tool } from '../policy/index.js';
 import {
   type BlockInput,
+  type DecideInput,
   type DecideResult,
   type DedupeKeyInput,
   RETRY_REASONS,
@@ -14,7 +15,9 @@ import {
 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
 import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
+import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
+import { isRetryable, type OutcomeOutbox } from './outcome-outbox.js';
 import {
   problemResponse,
   renderStoreUnavailable,
@@ -61,6 +64,10 @@ export interface GateOptions {
   readonly logger: GateLogger;
   /** Counters and timings for the admin server's `/metrics` (no-op by default). */
   readonly metrics: GateMetrics;
+  /** Where outcomes the store could not take yet wait for their retries. */
+  readonly outbox: OutcomeOutbox;
+  /** Register, heartbeat, recovery and the draining stop (`createGate` starts it). */
+  readonly lifecycle: GateLifecycle;
 }
 
 /**
@@ -70,10 +77,14 @@ export interface GateOptions {
  *
  * Store budget per governed request: allow = `decide` + `recordOutcome` (two round trips);
  * duplicate, halted and block = `decide` (one). Ungoverned traffic never reaches the store.
+ *
+ * Lifecycle: `createGate` starts the gate (register, recover); `close()` drains it.
  */
 export class Gate implements GateHandler {
   readonly #o: GateOptions;
   readonly #classifier: Classifier;
+  /** Governed calls between their decide and their outcome, so `close()` can wait for them. */
+  readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(options: GateOptions) {
     this.#o = options;
@@ -90,6 +101,35 @@ export class Gate implements GateHandler {
 
   get policies(): PolicySet {
     return this.#o.policies;
+  }
+
+  /** The store this gate decides on (the CLI's admin server and store socket share it). */
+  get store(): Store {
+    return this.#o.store;
+  }
+
+  /** Outcomes waiting for the store (0 when every outcome is written). */
+  get pendingOutcomes(): number {
+    return this.#o.outbox.stats.pending;
+  }
+
+  /**
+   * Graceful stop: waits for governed calls in flight and for outcomes the store could not take
+   * yet (at most the drain timeout in all), marks this instance stopped and closes a store the
+   * gate opened. Resolves with what it could not finish; a second call returns the same report.
+   */
+  close(): Promise<CloseReport> {
+    return this.#o.lifecycle.close(async () => {
+      const pending = [...this.#inFlight];
+      if (pending.length === 0) return 0;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), this.#o.lifecycle.drainTimeoutMs);
+      });
+      const done = await Promise.race([Promise.allSettled(pending).then(() => 'done' as const), timedOut]);
+      clearTimeout(timer);
+      return done === 'done' ? 0 : this.#inFlight.size;
+    });
   }
 
   route(head: GateRequestHead): RouteDecision {
@@ -134,8 +174,10 @@ export class Gate implements GateHandler {
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
       return this.#relay(await send(toUpstream(request, null)), null);
     }
+    const governed = this.#govern(request, proposal, send, started);
+    this.#inFlight.add(governed);
     try {
-      return await this.#govern(request, proposal, send, started);
+      return await governed;
     } catch (err) {
       if (err instanceof StoreError) {
         this.#o.logger.error(
@@ -151,6 +193,8 @@ export class Gate implements GateHandler {
         title: 'Gate error',
         detail: `The gate failed while handling this ${proposal.tool.effect} effect (tool ${proposal.tool.id}). Check its trail before trying again.`,
       });
+    } finally {
+      this.#inFlight.delete(governed);
     }
   }
 
@@ -239,7 +283,7 @@ export class Gate implements GateHandler {
       recordPending: boolean,
       reconciliation: ReconciliationInput | null,
     ): Promise<DecideResult> =>
-      o.store.decide({
+      this.#decideOrAbandon(key?.hash ?? null, newAttemptId, {
         ...common,
         kind: 'reserve',
         decisionId: uuidv7(),
@@ -250,6 +294,7 @@ export class Gate implements GateHandler {
         idempotencyHeader: tool.idempotency?.header ?? null,
         retryBudget: tool.retry.budget,
         unknownRule: unknownRuleOf(tool),
+        onExpired: tool.dedupe?.onExpired ?? 'unknown',
         clientRetryReason: request.context.retryReason === 'operator_requested' ? 'operator_requested' : null,
         reconciliation,
         gateInstance: o.instanceId,
@@ -318,19 +363,15 @@ export class Gate implements GateHandler {
       operationId: result.operationId,
       attemptId: result.attemptId,
     };
-    let recorded = true;
     // What the store settled (it may keep an operation unknown that this attempt alone would call
     // failed: an earlier attempt sent without a response may have done the effect).
     let operationState: string = outcome.operationState;
-    try {
-      operationState = (await o.store.recordOutcome(outcome)).operationState;
-    } catch (err) {
-      // The effect may have happened: the agent must still get the destination's answer. The
-      // reservation stays pending and expires after pending_ttl (seed: prefer trying again over
-      // pretending an unrecorded effect is done forever).
-      recorded = false;
-      o.logger.error({ err: String(err), operation: result.operationId }, 'outcome not recorded');
-    }
+    // The effect may have happened: the agent gets the destination's answer now, whatever the
+    // store says. An outcome the store cannot take yet stays in the outbox, retried while the gate
+    // runs; until it lands the key stays pending, and if it never does, the reservation's expiry
+    // makes the attempt sent_no_response and its operation unknown (DESIGN.md §4.1), never free.
+    const written = await o.outbox.record(outcome);
+    if (written.recorded && written.operationState !== null) operationState = written.operationState;
     o.logger.info(
       {
         verdict: 'allow',
@@ -355,9 +396,48 @@ export class Gate implements GateHandler {
       return renderVerdict(dispatchFailureFacts(facts, sent, operationState), request.headers, args.body);
     }
     const response = this.#relay(sent, facts);
-    if (!recorded)
+    if (!written.recorded)
       (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
     return response;
+  }
+
+  /**
+   * `store.decide`, and when its connection is lost: the decide may have committed (an attempt
+   * created, the key reserved) without the gate hearing so. Nothing was sent, and the gate knows
+   * it, so it writes that down as soon as the store is back (`not_sent` for the attempt it
+   * allocated, found by id if it exists at all), instead of leaving the key to expire into an
+   * unknown that was never uncertain.
+   */
+  async #decideOrAbandon(
+    keyHash: string | null,
+    attemptId: string,
+    input: DecideInput,
+  ): Promise<DecideResult> {
+    try {
+      return await this.#o.store.decide(input);
+    } catch (err) {
+      if (input.kind === 'reserve' && isRetryable(err)) {
+        this.#o.outbox.enqueue(
+          {
+            operationId: null,
+            attemptId,
+            decisionId: input.decisionId,
+            keyHash,
+            windowMs: input.key?.windowMs ?? null,
+            dispatchState: 'not_sent',
+            operationState: 'failed',
+            status: null,
+            responseFingerprint: null,
+            destinationRef: null,
+            replayed: null,
+            durationMs: 0,
+            error: 'store_lost_at_decide: the gate never heard the decision and sent nothing',
+          },
+          err,
+        );
+      }
+      throw err;
+    }
   }
 
   #answer(

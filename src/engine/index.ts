@@ -1,10 +1,12 @@
 export { type BufferedDispatchOptions, dispatchBuffered } from './buffered-dispatch.js';
 export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from './classify-failure.js';
-export { type CreateGateOptions, createGate } from './create-gate.js';
+export { type CreateGateOptions, checkInstanceId, createGate } from './create-gate.js';
 export { Gate, type GateLogger, type GateOptions } from './gate.js';
+export type { CloseReport } from './gate-lifecycle.js';
 export { type GateMetrics, noGateMetrics, type UpstreamOutcome } from './gate-metrics.js';
 export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
+export { defaultInstanceId } from './instance-id.js';
 export {
   formatAuthority,
   MAX_CONTEXT_VALUE_LENGTH,

@@ -32,7 +32,11 @@ export function readDedupe(
   slot: Slot,
   captures: readonly string[] | null,
 ): DedupeConfig | null {
-  const f = r.fields(slot, ['key', 'window', 'pending_ttl', 'wait', 'on_missing'], ['key', 'window']);
+  const f = r.fields(
+    slot,
+    ['key', 'window', 'pending_ttl', 'wait', 'on_missing', 'on_expired'],
+    ['key', 'window'],
+  );
   if (f === null) return null;
   const keySlot = f.get('key');
   const keyItems = keySlot === undefined ? [] : (r.items(keySlot) ?? []);
@@ -50,12 +54,14 @@ export function readDedupe(
   const ttl = f.get('pending_ttl');
   const wait = f.get('wait');
   const onMissing = f.get('on_missing');
+  const onExpired = f.get('on_expired');
   return {
     key,
     windowMs: (window && readDuration(r, window, true, 1)) ?? null,
     pendingTtlMs: (ttl && readDuration(r, ttl, false, 1)) ?? 2 * MINUTE,
     waitMs: (wait && readDuration(r, wait, false)) ?? 2_000,
     onMissing: (onMissing && r.oneOf(onMissing, ['block', 'allow'] as const)) ?? 'block',
+    onExpired: (onExpired && r.oneOf(onExpired, ['unknown', 'retry'] as const)) ?? 'unknown',
   };
 }
 

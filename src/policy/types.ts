@@ -84,6 +84,13 @@ export interface DedupeConfig {
   readonly pendingTtlMs: number;
   readonly waitMs: number;
   readonly onMissing: 'block' | 'allow';
+  /**
+   * A reservation whose outcome was never recorded within `pendingTtlMs` (DESIGN.md §4.1): `unknown`
+   * (default) makes its attempt `sent_no_response` and the next proposal a retry under the unknown
+   * rules; `retry` lets the next proposal go out again, accepting a possible second effect
+   * (recorded as `retry_decision: curator_accepted_risk`).
+   */
+  readonly onExpired: 'unknown' | 'retry';
 }
 
 export interface IdempotencyConfig {

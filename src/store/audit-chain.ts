@@ -6,7 +6,8 @@ export const GENESIS_HASH = '0'.repeat(64);
 
 /**
  * The event log is this many independent hash chains (head rows 0..EVENT_CHAINS-1), so writers
- * of unrelated operations never wait on one head row lock. Equal to CHAINS in migration 0001.
+ * of unrelated operations never wait on one head row lock. Equal to CHAINS in migration
+ * 0001-initial and to the literal in src/store/functions/eg_chain_of.sql.
  */
 export const EVENT_CHAINS = 64;
 
@@ -165,7 +166,7 @@ function eventProblem(e: EventRecord, chain: number, state: ChainState): string 
   return null;
 }
 
-/** The decision id of a decision event: `input.decisionId` (see migration 0001 for payloads). */
+/** The decision id of a decision event: `input.decisionId` (payloads: src/store/functions/README.md). */
 function decisionIdOf(payload: string): string | null {
   try {
     const id = (JSON.parse(payload) as { input?: { decisionId?: unknown } } | null)?.input?.decisionId;

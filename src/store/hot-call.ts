@@ -2,7 +2,10 @@ import type pg from 'pg';
 import type { RoundTripCounter } from './counting-dialect.js';
 import type { PGliteLink } from './pglite-dialect.js';
 
-/** The two PL/pgSQL functions of the hot path (migration 0001). */
+/** How long one hot-path call may wait for the server's answer. */
+export const HOT_CALL_TIMEOUT_MS = 10_000;
+
+/** The two PL/pgSQL functions of the hot path (src/store/functions/eg_decide.sql, eg_record_outcome.sql). */
 export type StoreFunction = 'eg_decide' | 'eg_record_outcome';
 
 /**
@@ -22,7 +25,11 @@ export function preparedHotCall(pool: pg.Pool, counter: RoundTripCounter): HotCa
       name: fn,
       text: `select ${fn}($1) as result`,
       values: [JSON.stringify(input)],
-    });
+      // A call the server does not answer fails instead of holding its agent forever; the pool
+      // drops the connection it errored on. Whether it committed is unknown to the gate, which is
+      // why both functions are safe to call again (idempotent outcome, abandoned decide).
+      query_timeout: HOT_CALL_TIMEOUT_MS,
+    } as pg.QueryConfig);
     return rows[0]!.result;
   };
 }

@@ -1,6 +1,7 @@
 import { type Kysely, Migrator, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
+import { applyFunctions } from './functions/index.js';
 import type { HotCall } from './hot-call.js';
 import { migrationProvider } from './migrations/index.js';
 import { toApproval, toAttempt, toDecision, toEvent, toObservation, toOperation } from './records.js';
@@ -40,8 +41,8 @@ export interface KyselyStoreOptions {
 /**
  * The one Store implementation, for PostgreSQL and PGlite alike. The hot path (`decide`,
  * `recordOutcome`) is one `select eg_…(<input as JSON text>)` each, sent the cheapest way the
- * driver offers (hot-call.ts): the protocol itself is in SQL (migration 0001). Reads are plain
- * kysely queries.
+ * driver offers (hot-call.ts): the protocol itself is in SQL (src/store/functions/). Reads are
+ * plain kysely queries.
  */
 export class KyselyStore implements Store {
   readonly kind: 'postgres' | 'pglite';
@@ -72,10 +73,11 @@ export class KyselyStore implements Store {
     return this.#guard('decide', () => this.#call('eg_decide', input) as Promise<DecideResult>);
   }
 
-  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }> {
+  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState | null }> {
     return this.#guard(
       'recordOutcome',
-      () => this.#call('eg_record_outcome', input) as Promise<{ readonly operationState: OperationState }>,
+      () =>
+        this.#call('eg_record_outcome', input) as Promise<{ readonly operationState: OperationState | null }>,
     );
   }
 
@@ -201,10 +203,26 @@ export class KyselyStore implements Store {
     });
   }
 
-  registerInstance(id: string): Promise<void> {
+  registerInstance(
+    id: string,
+  ): Promise<{ readonly heartbeatAt: string; readonly stoppedAt: string | null } | null> {
     return this.#guard('registerInstance', async () => {
-      await sql`insert into gate_instances (id) values (${id})
-        on conflict (id) do update set heartbeat_at = now(), stopped_at = null`.execute(this.#db);
+      // One statement: the previous life's row as it was, then this life's start (started_at is
+      // the boundary recovery uses between the two lives).
+      const { rows } = await sql<{ heartbeat_at: Date | null; stopped_at: Date | null; known: boolean }>`
+        with previous as (select heartbeat_at, stopped_at from gate_instances where id = ${id}),
+        registered as (
+          insert into gate_instances (id) values (${id})
+          on conflict (id) do update set started_at = now(), heartbeat_at = now(), stopped_at = null
+          returning id)
+        select p.heartbeat_at, p.stopped_at, p.heartbeat_at is not null as known
+        from registered left join previous p on true`.execute(this.#db);
+      const row = rows[0];
+      if (row === undefined || !row.known || row.heartbeat_at === null) return null;
+      return {
+        heartbeatAt: new Date(row.heartbeat_at).toISOString(),
+        stoppedAt: row.stopped_at === null ? null : new Date(row.stopped_at).toISOString(),
+      };
     });
   }
 
@@ -310,6 +328,16 @@ export class KyselyStore implements Store {
         'EG_ERR_MIGRATION_FAILED',
         `Store migration ${failed ?? '(setup)'} failed: ${messageOf(outcome.error)}`,
         { cause: outcome.error },
+      );
+    }
+    // Then the functions, on the schema the migrations just made (functions/index.ts).
+    try {
+      await applyFunctions(this.#db);
+    } catch (err) {
+      throw new EffectgateError(
+        'EG_ERR_MIGRATION_FAILED',
+        `Store functions (src/store/functions) failed: ${messageOf(err)}`,
+        { cause: err },
       );
     }
   }

@@ -25,6 +25,9 @@ export const DEFAULT_STORE_URL = 'pglite:./.effectgate';
 /** Connections per gate process: enough for concurrent proposals, small enough for many replicas. */
 const PG_POOL_MAX = 16;
 
+/** How long a new PostgreSQL connection may take before the call fails with a store error. */
+const PG_CONNECT_TIMEOUT_MS = 5_000;
+
 /** The store URL to use: the `--store` flag, else `DATABASE_URL`, else the embedded default. */
 export function resolveStoreUrl(flag?: string, env: NodeJS.ProcessEnv = process.env): string {
   if (flag !== undefined && flag !== '') return flag;
@@ -111,7 +114,15 @@ function kysely(dialect: Dialect, counter: RoundTripCounter): Kysely<Database> {
 }
 
 function postgresPool(url: string): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: PG_POOL_MAX });
+  // A store that stops answering (a dropped route, a frozen server) must fail calls, not hang the
+  // agents behind them: bounded connects, TCP keep-alive on pooled connections, and a read timeout
+  // on the hot path (hot-call.ts). The reservation protocol makes a failed call safe either way.
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: PG_POOL_MAX,
+    connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+  });
   // An idle client dropped by the server emits 'error' on the pool; unhandled, that would kill the
   // process. The pool discards that client and the next query reports any real outage.
   pool.on('error', () => undefined);

@@ -1,8 +1,8 @@
 import type { ColumnType } from 'kysely';
 
 /*
- * Kysely table types. Rows are written only by the PL/pgSQL functions of the migrations (so the
- * reservation protocol stays atomic in SQL); TypeScript reads them. Hence the read shapes only:
+ * Kysely table types. Rows are written only by the store's SQL functions (src/store/functions/,
+ * so the reservation protocol stays atomic in SQL); TypeScript reads them. Hence the read shapes only:
  * timestamps arrive as Date from both drivers, bigint as string (pg) or number (PGlite), jsonb
  * already parsed.
  */
@@ -35,6 +35,8 @@ export interface OperationsTable {
   worker: string | null;
   agent_version: string | null;
   supersedes_operation_id: string | null;
+  /** The tool's unknown-outcome rule when the operation was created (migration 0003); NULL before. */
+  unknown_rule: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

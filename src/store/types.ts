@@ -5,7 +5,8 @@
  * calls that each make ONE database round trip (`decide`, then `recordOutcome`); a duplicate,
  * halted or block costs one (`decide`). Both are single statements calling PL/pgSQL functions, so
  * the reservation protocol is SQL, atomic and correct across processes, and the events they append
- * are written in the same transaction as the state they describe.
+ * are written in the same transaction as the state they describe. The functions are in
+ * src/store/functions/, one file each; its README.md has their lock order and event shapes.
  */
 
 import type { APPROVAL_STATES, OPERATION_STATES, RETRY_REASONS } from './vocabulary.js';
@@ -31,7 +32,9 @@ export type RetryDecision =
   | 'previous_attempt_failed'
   | 'reservation_expired'
   | 'destination_idempotency_honored'
-  | 'operator_approved';
+  | 'operator_approved'
+  /** The tool says `dedupe.on_expired: retry`: a lost reservation is tried again, accepting a possible second effect. */
+  | 'curator_accepted_risk';
 
 /**
  * What the gate does with a new proposal for an operation whose outcome is unknown (DESIGN.md §3,
@@ -126,8 +129,14 @@ export interface ReserveInput extends DecideCommon {
   /** Idempotency header to inject (value = operation id), or `null`. Recorded on the operation. */
   readonly idempotencyHeader: string | null;
   readonly retryBudget: number;
-  /** What to do when the key's operation has an unknown outcome (from the tool). */
+  /** What to do when the key's operation has an unknown outcome (from the tool); recorded on a new operation. */
   readonly unknownRule: UnknownRule;
+  /**
+   * A reservation found expired without an outcome: `unknown` marks its attempt `sent_no_response`
+   * (observation `outcome_lost`) and answers by `unknownRule`; `retry` (tool `dedupe.on_expired`)
+   * lets this proposal go out again as `curator_accepted_risk`.
+   */
+  readonly onExpired: 'unknown' | 'retry';
   /** `operator_requested` when the client sent `Effectgate-Retry-Reason: operator_requested`. */
   readonly clientRetryReason: 'operator_requested' | null;
   /**
@@ -233,7 +242,12 @@ export type DecideResult =
     };
 
 export interface OutcomeInput {
-  readonly operationId: string;
+  /**
+   * `null` only for an abandoned decide: the gate lost the answer of a decide that may have created
+   * `attemptId` (its store connection was cut) and sent nothing. The store finds the attempt by id,
+   * records it `not_sent`, or does nothing when the decide never committed.
+   */
+  readonly operationId: string | null;
   readonly attemptId: string;
   readonly decisionId: string;
   /** `null` when the tool has no duplicate recognition. */
@@ -304,8 +318,11 @@ export interface ObservationRecord {
   readonly id: string;
   readonly operationId: string;
   readonly attemptId: string | null;
-  readonly kind: 'reconciliation' | 'gate_restarted';
-  /** `match` / `none` / `multiple` / `inconclusive` for a lookup; `marked_unknown` for a restart. */
+  readonly kind: 'reconciliation' | 'gate_restarted' | 'outcome_lost';
+  /**
+   * `match` / `none` / `multiple` / `inconclusive` for a lookup; `marked_unknown` for a restart and
+   * for a reservation that expired without an outcome (`outcome_lost`).
+   */
   readonly result: string;
   /** The observation's facts (for a lookup: endpoint, queryFingerprint, matches, remoteRefs, status, error). */
   readonly facts: Readonly<Record<string, unknown>>;
@@ -380,6 +397,8 @@ export interface RecoveredAttempt {
   readonly toolId: string;
   /** The approval request created for it (tools whose unknown rule is `hold`), else `null`. */
   readonly approvalId: string | null;
+  /** The unknown rule the next proposal follows: recorded on the operation, else the caller's, else hold. */
+  readonly rule: UnknownRule;
 }
 
 export interface RecoverInput {
@@ -466,7 +485,12 @@ export interface Store {
   /** `postgres` or `pglite`. */
   readonly kind: 'postgres' | 'pglite';
   decide(input: DecideInput): Promise<DecideResult>;
-  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }>;
+  /**
+   * Idempotent: an attempt that already has this outcome (a write whose commit was lost with its
+   * connection, written again) answers its operation's state again. `operationState` is `null` only
+   * for an abandoned decide that never committed (no such attempt).
+   */
+  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState | null }>;
   getOperation(id: string): Promise<OperationRecord | null>;
   listOperations(filter?: OperationFilter): Promise<OperationRecord[]>;
   /** How many operations are in each state (same filter, without `state` and `limit`). */
@@ -485,8 +509,15 @@ export interface Store {
    * `EG_ERR_APPROVAL_STATE` when the approval is not in a state the action applies to.
    */
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord>;
-  /** Registers (or re-announces) a running gate process; `heartbeat` keeps it alive. */
-  registerInstance(id: string): Promise<void>;
+  /**
+   * Registers (or re-announces) a running gate process; `heartbeat` keeps it alive. A gate that
+   * starts again under the same id starts a new life: its attempts recorded before this call are
+   * its previous life's, recovered by its next `recover`. Answers the previous life's last
+   * heartbeat and stop time, `null` for an id never seen.
+   */
+  registerInstance(
+    id: string,
+  ): Promise<{ readonly heartbeatAt: string; readonly stoppedAt: string | null } | null>;
   heartbeat(id: string): Promise<void>;
   /** Marks a gate process stopped after it drained (its attempts all have outcomes). */
   stopInstance(id: string): Promise<void>;
@@ -515,7 +546,10 @@ export interface Store {
   chainHeads(): Promise<ChainHead[]>;
   /** Cheap liveness check (`select 1`). */
   ping(): Promise<void>;
-  /** Applies pending migrations (kysely Migrator; its lock makes concurrent starts safe). */
+  /**
+   * Applies pending migrations (kysely Migrator; its lock makes concurrent starts safe), then the
+   * function definitions of src/store/functions/ when they changed (under an advisory lock).
+   */
   migrate(): Promise<void>;
   readonly stats: StoreStats;
   close(): Promise<void>;

@@ -118,7 +118,7 @@ class TestStoreHandle implements TestStore {
     return this.#inner.decide(input);
   }
 
-  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState }> {
+  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState | null }> {
     return this.#inner.recordOutcome(input);
   }
 
@@ -152,7 +152,7 @@ class TestStoreHandle implements TestStore {
     return this.#inner.decideApproval(input);
   }
 
-  registerInstance(id: string): Promise<void> {
+  registerInstance(id: string): ReturnType<Store['registerInstance']> {
     return this.#inner.registerInstance(id);
   }
 

@@ -1,14 +1,21 @@
 import type { Migration, MigrationProvider } from 'kysely';
-import { migration0001 } from './0001-initial.js';
-import { migration0002 } from './0002-unknown-outcomes.js';
+import { migration0001 } from './0001-initial/index.js';
+import { migration0002 } from './0002-unknown-outcomes/index.js';
+import { migration0003 } from './0003-lost-outcomes/index.js';
 
 /*
- * Migrations are listed in code, not discovered on disk, so they work unchanged from dist/ and
- * from a bundled CLI. Names sort in apply order; never rename or edit an applied one, add a new one.
+ * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
+ * unchanged from dist/ and from a bundled CLI. Names sort in apply order and are what
+ * kysely_migration recorded: never rename, edit or delete an applied one (migrations.lock.json
+ * holds each folder's checksum and a test compares), add a new one.
+ *
+ * Functions are not migrations: their current definitions are in ../functions/, applied after
+ * these by KyselyStore.migrate().
  */
 const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001-initial': migration0001,
   '0002-unknown-outcomes': migration0002,
+  '0003-lost-outcomes': migration0003,
 };
 
 export const migrationProvider: MigrationProvider = {

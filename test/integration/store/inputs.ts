@@ -65,6 +65,7 @@ export function reserve(
     idempotencyHeader: 'Idempotency-Key',
     retryBudget: 3,
     unknownRule: 'hold',
+    onExpired: 'unknown',
     clientRetryReason: null,
     reconciliation: null,
     gateInstance: null,

@@ -74,6 +74,7 @@ for (const target of storeTargets()) {
           attemptId: allow.attemptId,
           toolId: 'github.create_issue',
           approvalId: expect.any(String),
+          rule: 'hold',
         },
       ]);
       expect(await dispatchState(allow.attemptId)).toBe('sent_no_response');
@@ -235,19 +236,26 @@ for (const target of storeTargets()) {
       expect(report.ok).toBe(true);
     });
 
-    it("an approval request is created only for tools whose unknown rule is hold (or that the caller doesn't know)", async () => {
+    it('an approval request is created only for operations whose unknown rule is hold (or that nobody knows)', async () => {
       const keys = { hold: newKey(), missing: newKey(), honored: newKey(), reconcile: newKey() };
+      // The rule is recorded on the operation when it is created (0003): recovery needs no policies.
       const attempts = {
-        hold: await inFlight('gate-x', { toolId: 'tool.hold' }, keys.hold),
-        missing: await inFlight('gate-x', { toolId: 'tool.missing' }, keys.missing),
-        honored: await inFlight('gate-x', { toolId: 'tool.honored' }, keys.honored),
-        reconcile: await inFlight('gate-x', { toolId: 'tool.reconcile' }, keys.reconcile),
+        hold: await inFlight('gate-x', { toolId: 'tool.hold', unknownRule: 'hold' }, keys.hold),
+        missing: await inFlight('gate-x', { toolId: 'tool.missing', unknownRule: 'honored' }, keys.missing),
+        honored: await inFlight('gate-x', { toolId: 'tool.honored', unknownRule: 'honored' }, keys.honored),
+        reconcile: await inFlight(
+          'gate-x',
+          { toolId: 'tool.reconcile', unknownRule: 'hold' },
+          keys.reconcile,
+        ),
       };
+      // Operations recorded before 0003 have no rule: the caller's rules, else hold.
+      await store.query(
+        `update operations set unknown_rule = null
+          where id in ('${attempts.missing.operationId}', '${attempts.reconcile.operationId}')`,
+      );
       const recovered = await store.recover(
-        recoverInput({
-          exclusive: true,
-          rules: { 'tool.hold': 'hold', 'tool.honored': 'honored', 'tool.reconcile': 'reconcile' },
-        }),
+        recoverInput({ exclusive: true, rules: { 'tool.reconcile': 'reconcile', 'tool.honored': 'hold' } }),
       );
       expect(recovered).toHaveLength(4);
       const byTool = new Map(recovered.map((r) => [r.toolId, r]));

@@ -146,32 +146,25 @@ for (const target of storeTargets()) {
       });
     });
 
-    it('an expired pending reservation is taken over as a retry of the same operation', async () => {
+    it('an expired pending reservation is not taken over: its attempt becomes unknown and the proposal is held', async () => {
       const key = newKey({ pendingTtlMs: 50 });
       const first = await store.decide(reserve(newRun(), key));
       expectVerdict(first, 'allow');
       await sleep(80); // the owner lost track: no outcome recorded
 
-      // The retry's own reservation gets a long TTL, so it cannot lapse while this test runs.
-      const takeover = await store.decide(reserve(newRun(), { ...key, pendingTtlMs: 60_000 }));
-      expectVerdict(takeover, 'allow');
-      expect(takeover).toMatchObject({
+      const next = await store.decide(reserve(newRun(), { ...key, pendingTtlMs: 60_000 }));
+      expectVerdict(next, 'hold');
+      expect(next).toMatchObject({
         operationId: first.operationId,
-        attemptNumber: 2,
-        retryOfAttemptId: first.attemptId,
-        retryReason: 'response_lost_after_dispatch',
+        previousDispatchState: 'sent_no_response',
       });
 
-      // The late outcome of the lost attempt is kept as evidence, but the retry now owns the key.
-      const late = await store.recordOutcome(outcome(first, key, 'failed'));
-      expect(late.operationState).toBe('open');
-      const stillHeld = await store.decide(reserve(newRun(), key, { recordPending: false }));
-      expectVerdict(stillHeld, 'pending');
-
-      await store.recordOutcome(outcome(takeover, key, 'succeeded'));
+      // The late outcome of the lost attempt still settles it, and the key with it.
+      const late = await store.recordOutcome(outcome(first, key, 'succeeded'));
+      expect(late.operationState).toBe('succeeded');
+      expectVerdict(await store.decide(reserve(newRun(), key)), 'duplicate');
       const op = await store.getOperation(first.operationId);
-      expect(op?.state).toBe('succeeded');
-      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['response_received', 'response_received']);
+      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['response_received']);
     });
 
     it('a confirmed key whose window ended gives a new operation', async () => {

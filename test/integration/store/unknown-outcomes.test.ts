@@ -826,19 +826,22 @@ for (const target of storeTargets()) {
         ]);
       });
 
-      it('a lost reservation (pending past its TTL) is retried as reservation_expired', async () => {
+      it('a lost reservation (pending past its TTL) is no free key: the retry follows the unknown rule', async () => {
+        // The whole contract is in expired-reservations.test.ts; here, its place in the lineage.
         const key = newKey({ pendingTtlMs: 50 });
-        const first = await store.decide(reserve(newRun(), key));
+        const first = await store.decide(reserve(newRun(), key, { unknownRule: 'honored' }));
         expectVerdict(first, 'allow');
         await sleep(80);
-        const retry = await store.decide(reserve(newRun(), { ...key, pendingTtlMs: 60_000 }));
+        const retry = await store.decide(
+          reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { unknownRule: 'honored' }),
+        );
         expectVerdict(retry, 'allow');
         expect(retry).toMatchObject({
           operationId: first.operationId,
           attemptNumber: 2,
           retryOfAttemptId: first.attemptId,
           retryReason: 'response_lost_after_dispatch',
-          retryDecision: 'reservation_expired',
+          retryDecision: 'destination_idempotency_honored',
         });
       });
     });
@@ -936,14 +939,16 @@ for (const target of storeTargets()) {
       await store.registerInstance(instance);
       const key = newKey();
       const run = newRun();
-      const allow = await store.decide(reserve(run, key, { gateInstance: instance, deadlineMs: 60_000 }));
+      const allow = await store.decide(
+        reserve(run, key, { gateInstance: instance, deadlineMs: 60_000, unknownRule: 'honored' }),
+      );
       expectVerdict(allow, 'allow');
       await store.stopInstance(instance);
       const recovered = await store.recover({
         instanceId: null,
         exclusive: false,
         staleAfterMs: 60_000,
-        rules: { 'github.create_issue': 'honored' },
+        rules: {},
       });
       expect(recovered).toEqual([
         {
@@ -951,6 +956,7 @@ for (const target of storeTargets()) {
           attemptId: allow.attemptId,
           toolId: 'github.create_issue',
           approvalId: null,
+          rule: 'honored',
         },
       ]);
       expect((await store.getOperation(allow.operationId))?.state).toBe('unknown');

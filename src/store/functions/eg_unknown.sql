@@ -1,20 +1,14 @@
-/*
- * Part of migration 0002 (see 0002-unknown-outcomes.ts for the event shapes and lock order):
- * eg_unknown, the unknown-outcome rules called by eg_decide. Never edit once released.
- */
-
-/*
- * A proposal for a key whose operation's outcome is unknown (DESIGN.md §3 and §4.1): honored
- * idempotency retries at once with the same key; a reconcile lookup goes first (the first call
- * answers `reconcile` and records nothing; the gate looks and calls again with the observation);
- * an approved approval allows exactly one retry; otherwise `hold` with an open approval request.
- * A materially changed request is never an honored retry (the same key with another body is not
- * the same call): after reconciliation or approval it forks a new operation that supersedes this
- * one, which stays unknown. Returns null when the key left the unknown state before it was
- * locked: the caller looks again.
- */
-export const UNKNOWN = `create function eg_unknown(p jsonb, p_input text, p_key dedupe_keys, p_expires_at timestamptz)
-  returns json language plpgsql as $$
+-- A proposal for a key whose operation's outcome is unknown (DESIGN.md §3 and §4.1): honored
+-- idempotency retries at once with the same key; a reconcile lookup goes first (the first call
+-- answers `reconcile` and records nothing; the gate looks and calls again with the observation);
+-- an approved approval allows exactly one retry; otherwise `hold` with an open approval request.
+-- A materially changed request is never an honored retry (the same key with another body is not
+-- the same call): after reconciliation or approval it forks a new operation that supersedes this
+-- one, which stays unknown. Returns null when the key left the unknown state before it was
+-- locked: the caller looks again. p_lost: the facts of a reservation this very call found expired
+-- without an outcome (eg_expire), recorded in the decision's event; null otherwise.
+create or replace function eg_unknown(p jsonb, p_input text, p_key dedupe_keys, p_expires_at timestamptz,
+  p_lost jsonb) returns json language plpgsql as $$
 declare
   v_rule text := coalesce(p ->> 'unknownRule', 'hold');
   v_rec jsonb := case when jsonb_typeof(p -> 'reconciliation') = 'object' then p -> 'reconciliation' end;
@@ -76,7 +70,7 @@ begin
         v_key.key_hash, v_op, json_build_object('duplicateSkips', v_skips,
           'windowEndsAt', eg_iso(now() + v_window), 'source', v_source, 'observation', v_obs,
           'operation', json_build_object('stateChange', json_build_object('from', v_op_state, 'to', v_to)),
-          'key', json_build_object('state', 'confirmed')));
+          'key', json_build_object('state', 'confirmed'), 'outcomeLost', p_lost));
       return json_build_object('verdict', 'duplicate', 'decisionId', p ->> 'decisionId', 'operationId', v_op,
         'duplicateSkips', v_skips, 'source', v_source, 'operationState', v_to,
         'reconciliation', v_rec ->> 'result');
@@ -88,7 +82,7 @@ begin
   -- for an approval that could never be used. A changed request forks and has its own budget.
   if not v_changed and v_key.attempt_number >= v_budget then
     perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_op, null, v_key.key_hash, null,
-      json_build_object('attemptsUsed', v_key.attempt_number, 'attemptBudget', v_budget, 'observation', v_obs));
+      json_build_object('attemptsUsed', v_key.attempt_number, 'attemptBudget', v_budget, 'observation', v_obs, 'outcomeLost', p_lost));
     return json_build_object('verdict', 'block', 'decisionId', p ->> 'decisionId',
       'reason', 'retry_budget_exhausted', 'operationId', v_op);
   end if;
@@ -117,13 +111,13 @@ begin
         expires_at = p_expires_at, confirmed_at = null, window_ends_at = null, destination_ref = null
       where key_hash = v_key.key_hash;
       return eg_allow_new(p, p_input, v_key.key_hash, p_expires_at, v_op,
-        jsonb_build_object('observation', v_obs, 'approval', v_used));
+        jsonb_build_object('observation', v_obs, 'approval', v_used, 'outcomeLost', p_lost));
     end if;
     update dedupe_keys set state = 'pending', attempt_number = v_key.attempt_number + 1,
       attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', expires_at = p_expires_at
     where key_hash = v_key.key_hash;
     return eg_retry(p, p_input, v_key.key_hash, v_op, v_key.attempt_number + 1, v_prev, v_decision, p_expires_at,
-      jsonb_build_object('observation', v_obs, 'approval', v_used));
+      jsonb_build_object('observation', v_obs, 'approval', v_used, 'outcomeLost', p_lost));
   end if;
 
   -- hold: the retry needs a person. One open approval request per operation.
@@ -144,11 +138,11 @@ begin
     'requestChanged', v_changed,
     'lastApproval', case when v_last.id is not null then json_build_object('id', v_last.id,
       'state', case when v_last.state = 'approved' then 'expired' else v_last.state end) end,
-    'observation', v_obs));
+    'observation', v_obs, 'outcomeLost', p_lost));
   return json_build_object('verdict', 'hold', 'decisionId', p ->> 'decisionId', 'operationId', v_op,
     'approvalId', v_request.o_id, 'previousAttemptId', v_prev.id, 'previousDispatchState', v_prev.dispatch_state,
     'lastApproval', case when v_last.id is not null then json_build_object('id', v_last.id,
       'state', case when v_last.state = 'approved' then 'expired' else v_last.state end,
       'by', coalesce(v_last.revoked_by, v_last.decided_by), 'reason', v_last.reason) end,
     'reconciliation', v_rec ->> 'result');
-end $$`;
+end $$;

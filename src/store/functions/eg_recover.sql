@@ -1,15 +1,14 @@
-/*
- * Part of migration 0002 (see 0002-unknown-outcomes.ts for the event shapes and lock order):
- * crash recovery and approval decisions, kept apart from the reservation protocol they serve.
- * Never edit once released; a change is a new migration.
- */
-
-/*
- * Crash recovery: attempts persisted without an outcome whose gate is gone. Candidates are read
- * first without locks, then each is handled in the global lock order (key, operation, attempt),
- * re-checking that it still has no outcome. One attempt.recovered event per attempt.
- */
-export const RECOVER = `create function eg_recover(p_input text) returns json language plpgsql as $$
+-- Crash recovery: attempts persisted without an outcome whose gate is gone. Candidates are read
+-- first without locks, then each is handled in the global lock order (key, operation, attempt),
+-- re-checking that it still has no outcome. One attempt.recovered event per attempt.
+--
+-- Orphaned: an attempt of a gate that stopped or whose heartbeat is older than staleAfterMs; one
+-- of a previous life of the calling gate (same instance id, started before this life registered:
+-- a restarted gate recovers at once, not after the stale window); any attempt when the caller is
+-- exclusive (embedded store: the directory lock proves no other gate runs); and any attempt long
+-- past its dispatch deadline. Never one of the calling gate's current life. The rule that follows is the one recorded on the operation
+-- (0003), else the caller's `rules`, else hold.
+create or replace function eg_recover(p_input text) returns json language plpgsql as $$
 declare
   p jsonb := p_input::jsonb;
   v_me text := p ->> 'instanceId';
@@ -26,14 +25,19 @@ declare
   v_approval_id text;
   v_out jsonb := '[]'::jsonb;
   v_rule text;
+  v_my_start timestamptz;
 begin
+  select started_at into v_my_start from gate_instances where id = v_me;
   for v_candidate in
     select a.id, a.operation_id, o.key_hash from attempts a
       join operations o on o.id = a.operation_id
       left join gate_instances g on g.id = a.gate_instance
     where a.dispatch_state is null
-      and (v_me is null or a.gate_instance is distinct from v_me)
+      -- Never this life's own attempts: this gate is running them (or its outbox holds their outcome).
+      and not (v_me is not null and a.gate_instance is not distinct from v_me
+        and (v_my_start is null or a.started_at >= v_my_start))
       and (v_exclusive
+        or (v_me is not null and a.gate_instance is not distinct from v_me)
         or (g.id is not null and (g.stopped_at is not null or g.heartbeat_at < now() - v_stale))
         or coalesce(a.deadline_at, a.started_at + interval '10 minutes') < now() - v_stale)
     order by a.started_at
@@ -67,7 +71,7 @@ begin
       'gateInstance', v_att.gate_instance, 'recoveredBy', v_me, 'startedAt', eg_iso(v_att.started_at),
       'deadlineAt', eg_iso(v_att.deadline_at)));
     v_approval_id := null;
-    v_rule := coalesce(p -> 'rules' ->> v_op.tool_id, 'hold');
+    v_rule := coalesce(v_op.unknown_rule, p -> 'rules' ->> v_op.tool_id, 'hold');
     if v_key_owned and v_rule = 'hold' then
       v_att.dispatch_state := 'sent_no_response';
       select * into v_approval from eg_request_approval(v_op.id, v_att, 'recovery:' || coalesce(v_me, 'cli'), false);
@@ -80,53 +84,7 @@ begin
         'key', case when v_key_owned then json_build_object('state', 'unknown') end,
         'approvalId', v_approval_id)::text || '}');
     v_out := v_out || jsonb_build_object('operationId', v_op.id, 'attemptId', v_att.id, 'toolId', v_op.tool_id,
-      'approvalId', v_approval_id);
+      'approvalId', v_approval_id, 'rule', v_rule);
   end loop;
   return v_out::json;
-end $$`;
-
-/* Approve, deny or revoke an approval card; one approval.<action> event on the operation's chain. */
-export const APPROVAL = `create function eg_approval(p_input text) returns void language plpgsql as $$
-declare
-  p jsonb := p_input::jsonb;
-  v_action text := p ->> 'action';
-  v_op text;
-  v_row approvals%rowtype;
-  v_state text;
-  v_to text;
-begin
-  select operation_id into v_op from approvals where id = p ->> 'approvalId';
-  if not found then
-    raise exception 'no approval %', p ->> 'approvalId' using errcode = 'EG404';
-  end if;
-  perform 1 from operations where id = v_op for update;
-  select * into v_row from approvals where id = p ->> 'approvalId' for update;
-  v_state := case when v_row.state = 'approved' and v_row.expires_at <= now() then 'expired' else v_row.state end;
-  if v_action in ('approve', 'deny') and v_state <> 'requested' then
-    raise exception 'approval % is %, only a requested approval can be %', v_row.id, v_state,
-      case v_action when 'approve' then 'approved' else 'denied' end using errcode = 'EG409';
-  end if;
-  if v_action = 'revoke' and v_state <> 'approved' then
-    raise exception 'approval % is %, only an approved, unused approval can be revoked', v_row.id, v_state
-      using errcode = 'EG409';
-  end if;
-  if v_action = 'approve' then
-    v_to := 'approved';
-    update approvals set state = 'approved', decided_by = p ->> 'by', decided_at = now(), reason = p ->> 'reason',
-      expires_at = now() + eg_ms(p -> 'ttlMs')
-    where id = v_row.id;
-  elsif v_action = 'deny' then
-    v_to := 'denied';
-    update approvals set state = 'denied', decided_by = p ->> 'by', decided_at = now(), reason = p ->> 'reason'
-    where id = v_row.id;
-  elsif v_action = 'revoke' then
-    v_to := 'revoked';
-    update approvals set state = 'revoked', revoked_by = p ->> 'by', revoked_at = now(), reason = p ->> 'reason'
-    where id = v_row.id;
-  else
-    raise exception 'unknown approval action %', v_action;
-  end if;
-  perform eg_append_event(v_op, 'approval.' || v_to, v_op, '{"input":' || p_input || ',"facts":' ||
-    json_build_object('approvalId', v_row.id, 'operationId', v_op, 'from', v_state, 'to', v_to,
-      'expiresAt', case when v_action = 'approve' then eg_iso(now() + eg_ms(p -> 'ttlMs')) end)::text || '}');
-end $$`;
+end $$;

@@ -1,0 +1,197 @@
+import { StoreError } from '../errors.js';
+import type { OperationState, OutcomeInput, Store } from '../store/index.js';
+import type { GateLogger } from './gate.js';
+
+/** Bounds of the outbox; defaults in {@link OUTBOX_DEFAULTS}. */
+export interface OutboxOptions {
+  /** Outcomes kept in memory at most; one more is dropped (logged, counted) and left to the SQL rules. */
+  readonly maxEntries: number;
+  /** First retry delay; doubled per failed round up to `maxDelayMs`, with jitter. */
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export const OUTBOX_DEFAULTS: OutboxOptions = Object.freeze({
+  // About 1 KB an entry: 10k outcomes are ~10 MB, minutes of governed traffic at a high rate.
+  maxEntries: 10_000,
+  baseDelayMs: 100,
+  maxDelayMs: 5_000,
+});
+
+/** What the outbox did with one outcome. */
+export type OutboxResult =
+  | { readonly recorded: true; readonly operationState: OperationState | null }
+  | { readonly recorded: false; readonly queued: boolean };
+
+/** What the outbox reports about itself (the gate's metrics and its stop line). */
+export interface OutboxStats {
+  readonly pending: number;
+  readonly retried: number;
+  readonly dropped: number;
+}
+
+/**
+ * Outcomes the store could not take yet (DESIGN.md §4.1: "a gate that could not record an outcome
+ * keeps trying while it runs"). The first write is the request's own (the second store round trip
+ * of an allow); when it fails with a store outage the outcome waits here and is written again with
+ * exponential backoff, oldest first, while the gate runs. `eg_record_outcome` is idempotent for an
+ * attempt that already has this outcome, so a write whose commit was lost with its connection is
+ * safely written again.
+ *
+ * Memory is bounded: past `maxEntries` an outcome is dropped with an error log naming its
+ * attempt. That is safe, not lucky: the attempt keeps no outcome in the store, so after its
+ * pending_ttl (or a restart's recovery) it is `sent_no_response` and its operation `unknown`, and
+ * the unknown-outcome rules decide the next proposal; it never frees the key.
+ */
+export class OutcomeOutbox {
+  readonly #store: Store;
+  readonly #logger: GateLogger;
+  readonly #o: OutboxOptions;
+  readonly #queue = new Map<string, OutcomeInput>();
+  #timer: NodeJS.Timeout | null = null;
+  #delayMs: number;
+  #flushing: Promise<void> | null = null;
+  #retried = 0;
+  #dropped = 0;
+  #closed = false;
+
+  constructor(store: Store, logger: GateLogger, options: OutboxOptions = OUTBOX_DEFAULTS) {
+    this.#store = store;
+    this.#logger = logger;
+    this.#o = options;
+    this.#delayMs = options.baseDelayMs;
+  }
+
+  get stats(): OutboxStats {
+    return { pending: this.#queue.size, retried: this.#retried, dropped: this.#dropped };
+  }
+
+  /**
+   * Writes `outcome` now (one round trip); when the store is unavailable, queues it for retries
+   * and answers `recorded: false` at once: the agent's response does not wait for the store.
+   */
+  async record(outcome: OutcomeInput): Promise<OutboxResult> {
+    try {
+      const r = await this.#store.recordOutcome(outcome);
+      return { recorded: true, operationState: r.operationState };
+    } catch (err) {
+      if (!isRetryable(err)) throw err;
+      return { recorded: false, queued: this.enqueue(outcome, err) };
+    }
+  }
+
+  /** Queues an outcome for the retry loop; false when the bound is reached (dropped). */
+  enqueue(outcome: OutcomeInput, cause: unknown): boolean {
+    if (this.#queue.has(outcome.attemptId)) return true;
+    if (this.#closed || this.#queue.size >= this.#o.maxEntries) {
+      this.#dropped += 1;
+      this.#logger.error(
+        {
+          err: messageOf(cause),
+          operation: outcome.operationId,
+          attempt: outcome.attemptId,
+          pending: this.#queue.size,
+        },
+        this.#closed
+          ? 'outcome not recorded and the gate is stopping: the attempt stays without an outcome until recovery marks it sent_no_response'
+          : 'outcome outbox full: outcome dropped; the attempt will read as sent_no_response (operation unknown) after its pending_ttl',
+      );
+      return false;
+    }
+    this.#queue.set(outcome.attemptId, outcome);
+    this.#logger.warn(
+      { err: messageOf(cause), operation: outcome.operationId, attempt: outcome.attemptId },
+      'outcome not recorded yet: retrying with backoff while the gate runs',
+    );
+    this.#schedule();
+    return true;
+  }
+
+  /**
+   * Keeps flushing until the queue is empty or `timeoutMs` passed (graceful stop). Returns how many
+   * outcomes could not be written; no more are accepted afterwards.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    this.#closed = true;
+    const until = Date.now() + timeoutMs;
+    let delay = this.#o.baseDelayMs;
+    while (this.#queue.size > 0 && Date.now() < until) {
+      if (this.#timer !== null) {
+        clearTimeout(this.#timer);
+        this.#timer = null;
+      }
+      await this.#flush();
+      if (this.#queue.size === 0) break;
+      await new Promise((r) => setTimeout(r, Math.min(delay, Math.max(0, until - Date.now()))));
+      delay = Math.min(delay * 2, this.#o.maxDelayMs);
+    }
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    return this.#queue.size;
+  }
+
+  #schedule(): void {
+    if (this.#timer !== null || this.#flushing !== null || this.#closed) return;
+    // Full jitter: gates that lost the same store do not all come back in the same millisecond.
+    const delay = Math.round(this.#delayMs / 2 + Math.random() * (this.#delayMs / 2));
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      void this.#flush().then(() => {
+        if (this.#queue.size > 0) this.#schedule();
+      });
+    }, delay);
+    // The outbox never keeps a process alive on its own; close() drains it explicitly.
+    this.#timer.unref();
+  }
+
+  /** One pass over the queue, oldest first; stops at the first outage (the store is still down). */
+  #flush(): Promise<void> {
+    if (this.#flushing !== null) return this.#flushing;
+    this.#flushing = (async () => {
+      for (const [attemptId, outcome] of this.#queue) {
+        try {
+          this.#retried += 1;
+          await this.#store.recordOutcome(outcome);
+          this.#queue.delete(attemptId);
+          this.#delayMs = this.#o.baseDelayMs;
+          this.#logger.info({ operation: outcome.operationId, attempt: attemptId }, 'late outcome recorded');
+        } catch (err) {
+          if (isRetryable(err)) {
+            this.#delayMs = Math.min(this.#delayMs * 2, this.#o.maxDelayMs);
+            return;
+          }
+          // The store answered and refused it: retrying cannot help. The attempt stays without
+          // this outcome and the SQL rules treat it as unknown (never as a free key).
+          this.#queue.delete(attemptId);
+          this.#dropped += 1;
+          this.#logger.error(
+            { err: messageOf(err), operation: outcome.operationId, attempt: attemptId },
+            'outcome refused by the store; dropped',
+          );
+        }
+      }
+    })().finally(() => {
+      this.#flushing = null;
+    });
+    return this.#flushing;
+  }
+}
+
+/**
+ * A store outage (connection refused, reset, timeout, server shutting down) is worth retrying; an
+ * error the database raised about the data itself (PL/pgSQL `raise`, a constraint, bad input) is
+ * not. The driver error is the StoreError's cause.
+ */
+export function isRetryable(err: unknown): boolean {
+  if (!(err instanceof StoreError)) return false;
+  const cause = err.cause ?? err;
+  const code = (cause as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  // SQLSTATE classes: 08 connection, 53 resources, 57 operator intervention (shutdown), 58 system,
+  // 40 rollback (serialization, deadlock): all transient. Everything else is the data's fault.
+  return /^(08|53|57|58|40)/.test(code);
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

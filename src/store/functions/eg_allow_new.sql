@@ -1,0 +1,25 @@
+-- A new operation with its first attempt (the key, if any, is already reserved for it).
+-- p_supersedes: the operation this one forks from; p_extra: { observation, approval, outcomeLost }
+-- facts. The tool's unknown rule is recorded with the operation, so recovery needs no policies.
+create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, p_expires_at timestamptz,
+    p_supersedes text, p_extra jsonb) returns json language plpgsql as $$
+  declare
+    v_op text := p ->> 'newOperationId';
+    v_scope jsonb := p -> 'scope';
+  begin
+    insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
+      run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule)
+    values (v_op, p ->> 'toolId', v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', 'open',
+      p_key_hash, case when p_key_hash is null then null else p -> 'key' -> 'values' end,
+      p ->> 'idempotencyHeader', p ->> 'runId', p ->> 'step', p ->> 'worker', p ->> 'agentVersion', p_supersedes,
+      p ->> 'unknownRule');
+    perform eg_insert_attempt(p, v_op, 1, null, null, null);
+    perform eg_decided(p, p_input, 'allow', p ->> 'keyError', v_op, p ->> 'newAttemptId', p_key_hash, v_op,
+      json_build_object(
+        'operation', json_build_object('opened', true, 'supersedesOperationId', p_supersedes),
+        'attempt', eg_attempt_facts(p, 1, null, null, null, null),
+        'key', case when p_key_hash is not null then json_build_object('expiresAt', eg_iso(p_expires_at)) end,
+        'observation', p_extra -> 'observation', 'approval', p_extra -> 'approval',
+        'outcomeLost', p_extra -> 'outcomeLost'));
+    return eg_allow(p, v_op, 1, null, null, null, p_supersedes);
+  end $$;

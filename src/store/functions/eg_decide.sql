@@ -1,0 +1,196 @@
+-- The reservation protocol, hot path: `select eg_decide(<DecideInput as JSON text>)`, one
+-- statement, one round trip. Answers allow, duplicate, pending, hold, halted, block or reconcile,
+-- and records the decision with exactly one decision.<verdict> event (see README.md). The key
+-- reservation is one atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE <takeover allowed>, so two
+-- gate processes sharing a database can never both own a key. Steps (a) to (f) below.
+create or replace function eg_decide(p_input text) returns json language plpgsql as $$
+declare
+  p jsonb := p_input::jsonb;
+  v_scope jsonb := p -> 'scope';
+  v_tenant text := v_scope ->> 'tenant';
+  v_area text := v_scope ->> 'area';
+  v_agent text := v_scope ->> 'agent';
+  v_run text := p ->> 'runId';
+  v_decision text := p ->> 'decisionId';
+  v_key jsonb := p -> 'key';
+  v_new_op text := p ->> 'newOperationId';
+  v_budget int := coalesce((p ->> 'retryBudget')::int, 1);
+  v_max_skips int := (p ->> 'maxDuplicateSkips')::int;
+  v_skips int;
+  v_hash text;
+  v_window interval;
+  v_expires timestamptz;
+  v_row dedupe_keys%rowtype;
+  v_source json;
+  v_op text;
+  v_number int;
+  v_op_state text;
+  v_prev attempts%rowtype;
+  v_fork_of text;
+  v_result json;
+  v_obs jsonb;
+  v_lost jsonb;
+  v_in_window boolean;
+begin
+  -- (a) The loop breaker. Read only: a run's row is written on its first duplicate skip.
+  select duplicate_skips into v_skips from runs
+    where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run;
+  v_skips := coalesce(v_skips, 0);
+  if v_skips >= v_max_skips then
+    perform eg_decided(p, p_input, 'halted',
+      format('loop_breaker: run %s has %s duplicate skips (max %s)', v_run, v_skips, v_max_skips),
+      null, null, null, null, json_build_object('duplicateSkips', v_skips, 'maxDuplicateSkips', v_max_skips));
+    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'duplicateSkips', v_skips);
+  end if;
+
+  if p ->> 'kind' = 'block' then
+    perform eg_decided(p, p_input, 'block', p ->> 'reason', null, null, null, null, json_build_object());
+    return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', p ->> 'reason',
+      'operationId', null);
+  end if;
+
+  -- (b) No duplicate recognition: every proposal is a new operation.
+  if jsonb_typeof(v_key) is distinct from 'object' then
+    return eg_allow_new(p, p_input, null, null, null, null);
+  end if;
+
+  v_hash := v_key ->> 'hash';
+  v_window := eg_ms(v_key -> 'windowMs');
+  v_expires := now() + eg_ms(v_key -> 'pendingTtlMs');
+  -- (c) Read before locking. A key confirmed inside its window is in a state no eg_decide can
+  -- change, so the committed row is the answer: no upsert, no row lock, and concurrent duplicates
+  -- of one key do not queue behind each other.
+  select * into v_row from dedupe_keys where key_hash = v_hash;
+  for v_try in 1..8 loop
+    if v_row.state = 'confirmed' and (v_row.window_ends_at is null or v_row.window_ends_at >= now()) then
+      select state into v_op_state from operations where id = v_row.operation_id;
+      -- A lookup made for this proposal is evidence even when another proposal settled the key first.
+      if jsonb_typeof(p -> 'reconciliation') = 'object' then
+        v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
+      end if;
+      insert into runs as r (tenant, area, agent, id, duplicate_skips) values (v_tenant, v_area, v_agent, v_run, 1)
+      on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1
+      returning duplicate_skips into v_skips;
+      v_source := case when v_row.run_id is not null then json_build_object(
+        'runId', v_row.run_id, 'step', v_row.step, 'operationId', v_row.operation_id,
+        'attemptId', v_row.attempt_id, 'confirmedAt', eg_iso(v_row.confirmed_at),
+        'destinationRef', v_row.destination_ref) end;
+      perform eg_decided(p, p_input, 'duplicate', null, v_row.operation_id, null, v_hash, null, json_build_object(
+        'duplicateSkips', v_skips, 'windowEndsAt', eg_iso(v_row.window_ends_at), 'source', v_source,
+        'observation', v_obs));
+      return json_build_object('verdict', 'duplicate', 'decisionId', v_decision, 'operationId', v_row.operation_id,
+        'duplicateSkips', v_skips, 'source', v_source, 'operationState', coalesce(v_op_state, 'succeeded'),
+        'reconciliation', null);
+    end if;
+    if v_row.state = 'unknown' then
+      v_result := eg_unknown(p, p_input, v_row, v_expires, v_lost);
+      if v_result is not null then
+        return v_result;
+      end if;
+      select * into v_row from dedupe_keys where key_hash = v_hash;
+      continue;
+    end if;
+
+    -- (c2) A reservation past its pending_ttl whose attempt has no outcome is not a free key
+    -- (DESIGN.md §2, §4.1): its gate lost track (a crash, a store error when the outcome was
+    -- written), so the attempt may have done the effect. eg_expire makes it sent_no_response
+    -- (observation outcome_lost) and its operation unknown; inside the window the key becomes
+    -- unknown too and this proposal is answered by the unknown rules at the top of the loop. With
+    -- dedupe.on_expired: retry (onExpired) or past the window the key stays takeable below, the
+    -- retry recorded as curator_accepted_risk. A reconcile tool looks first: nothing is recorded
+    -- until the gate comes back with the lookup.
+    if v_row.state = 'pending' and v_row.expires_at < now() and v_lost is null then
+      v_in_window := v_window is null or v_row.created_at + v_window > now();
+      if v_in_window and p ->> 'onExpired' is distinct from 'retry'
+          and coalesce(p ->> 'unknownRule', 'hold') = 'reconcile'
+          and jsonb_typeof(p -> 'reconciliation') is distinct from 'object'
+          and exists (select 1 from attempts where id = v_row.attempt_id and dispatch_state is null) then
+        return json_build_object('verdict', 'reconcile', 'decisionId', null, 'operationId', v_row.operation_id,
+          'attemptId', v_row.attempt_id);
+      end if;
+      v_lost := eg_expire(p, v_row, v_in_window and p ->> 'onExpired' is distinct from 'retry');
+      if not (v_lost ->> 'marked')::boolean then
+        v_lost := null;
+      end if;
+      select * into v_row from dedupe_keys where key_hash = v_hash;
+      continue;
+    end if;
+
+    -- (d) A materially changed request for a key whose operation is still inside its window is not
+    -- a retry: it forks a new operation that supersedes the old one (seed: attempt-lineage).
+    v_fork_of := null;
+    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now()) then
+      select * into v_prev from attempts where id = v_row.attempt_id;
+      if v_prev.id is not null
+          and (v_prev.request ->> 'fingerprint') is distinct from (p -> 'request' ->> 'fingerprint') then
+        v_fork_of := v_row.operation_id;
+      end if;
+    end if;
+
+    -- (e) Reserve the key: one atomic upsert decides ownership, across processes.
+    insert into dedupe_keys as k (key_hash, tenant, area, agent, tool_id, state, operation_id, run_id, step,
+      attempt_id, attempt_number, created_at, expires_at)
+    values (v_hash, v_tenant, v_area, v_agent, p ->> 'toolId', 'pending', v_new_op, v_run, p ->> 'step',
+      p ->> 'newAttemptId', 1, now(), v_expires)
+    on conflict (key_hash) do update set
+      state = 'pending',
+      -- A released or lost (expired pending) reservation of an operation still inside the window is
+      -- a retry of THAT operation: same id, so the same Idempotency-Key goes out again.
+      operation_id = case when v_fork_of is null and k.state <> 'confirmed'
+          and (v_window is null or k.created_at + v_window > now())
+        then k.operation_id else excluded.operation_id end,
+      attempt_number = case when v_fork_of is null and k.state <> 'confirmed'
+          and (v_window is null or k.created_at + v_window > now())
+        then k.attempt_number + 1 else 1 end,
+      created_at = case when v_fork_of is null and k.state <> 'confirmed'
+          and (v_window is null or k.created_at + v_window > now())
+        then k.created_at else excluded.created_at end,
+      run_id = excluded.run_id,
+      step = excluded.step,
+      attempt_id = excluded.attempt_id,
+      expires_at = excluded.expires_at,
+      confirmed_at = null,
+      window_ends_at = null,
+      destination_ref = null
+    where (k.state = 'released'
+        or (k.state = 'pending' and k.expires_at < now())
+        or (k.state = 'confirmed' and k.window_ends_at < now()))
+      -- 'unknown' is never taken over here (DESIGN 4.1), and a retry needs attempt budget left.
+      and (k.state = 'confirmed'
+        or v_fork_of is not null
+        or (v_window is not null and k.created_at + v_window <= now())
+        or k.attempt_number < v_budget)
+    returning k.operation_id, k.attempt_number into v_op, v_number;
+
+    if found and v_op = v_new_op then
+      return eg_allow_new(p, p_input, v_hash, v_expires, case when v_number = 1 then v_fork_of end,
+        jsonb_build_object('outcomeLost', v_lost));
+    end if;
+
+    if found then
+      -- A retry of operation v_op: its parent is the previous attempt. One whose reservation was
+      -- lost was retried only because the tool accepts the risk (on_expired: retry); one with an
+      -- outcome definitely failed. (reservation_expired is kept for attempts recorded before 0003.)
+      select * into v_prev from attempts where operation_id = v_op and number = v_number - 1;
+      return eg_retry(p, p_input, v_hash, v_op, v_number, v_prev,
+        case when v_lost is not null then 'curator_accepted_risk'
+          when v_prev.id is not null and v_prev.dispatch_state is null then 'reservation_expired'
+          else 'previous_attempt_failed' end, v_expires, jsonb_build_object('outcomeLost', v_lost));
+    end if;
+
+    -- (f) Not ours. The upsert locked the row, so this read sees what the upsert saw.
+    select * into v_row from dedupe_keys where key_hash = v_hash;
+    if v_row.state = 'pending' and v_row.expires_at >= now() then
+      return eg_pending(p, p_input, v_row, 'reserved_by_another_run');
+    end if;
+    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
+        and v_row.attempt_number >= v_budget and v_fork_of is null then
+      perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_row.operation_id, null, v_hash, null,
+        json_build_object('attemptsUsed', v_row.attempt_number, 'attemptBudget', v_budget, 'outcomeLost', v_lost));
+      return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
+        'operationId', v_row.operation_id);
+    end if;
+    -- Confirmed or unknown: answered at the top of the loop. Anything else changed under us: again.
+  end loop;
+  raise exception 'effectgate: dedupe key % kept changing under eg_decide', v_hash;
+end $$;

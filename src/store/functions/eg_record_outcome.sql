@@ -1,0 +1,129 @@
+-- Records an attempt's outcome, hot path: `select eg_record_outcome(<OutcomeInput as JSON text>)`,
+-- one statement, one attempt.outcome event. Only the reservation this attempt still owns moves (a
+-- takeover gave it to a newer attempt otherwise); one statement both tests ownership and moves it.
+--
+-- An attempt that crash recovery marked sent_no_response may still get its real outcome (a gate
+-- that was slow, not dead): it is recorded as late evidence and may settle the operation; and the
+-- reservation it owns may move from unknown as well as from pending (a late success confirms the
+-- key instead of leaving it unknown forever). A definite failure of a retry made under the
+-- unknown-outcome rules (honored idempotency, an operator's approval) settles nothing: the earlier
+-- attempt that was sent without a response may still have done the effect (a destination often
+-- refuses a retry BECAUSE the first one worked), so the operation and its key stay unknown
+-- (DESIGN.md §3).
+--
+-- Idempotent, because the gate writes an outcome again when it lost the answer of a write that may
+-- have committed (issue 9): an attempt that already has this very outcome (same dispatch state and
+-- status) answers its operation's state again, with no second event; another outcome is refused. An abandoned decide (operationId null: the gate never heard the
+-- decide's answer and sent nothing) is found by its attempt id, or is a no-op when that decide
+-- never committed.
+create or replace function eg_record_outcome(p_input text) returns json language plpgsql as $$
+declare
+  p jsonb := p_input::jsonb;
+  v_op_id text := p ->> 'operationId';
+  v_attempt_id text := p ->> 'attemptId';
+  v_key_hash text := p ->> 'keyHash';
+  v_state text := p ->> 'operationState';
+  v_window interval := eg_ms(p -> 'windowMs');
+  v_succeeded boolean := p ->> 'operationState' = 'succeeded';
+  v_key_state text;
+  v_owned boolean := false;
+  v_op_state text;
+  v_number int;
+  v_latest int;
+  v_change json;
+  v_late boolean;
+  v_kept_unknown boolean := false;
+  v_att attempts%rowtype;
+begin
+  if v_state not in ('succeeded', 'failed', 'unknown') then
+    raise exception 'effectgate: outcome state must be succeeded, failed or unknown, not %', v_state;
+  end if;
+  -- Read unlocked: an outcome, once written (finished_at), never changes.
+  select * into v_att from attempts where id = v_attempt_id;
+  if not found and v_op_id is null then
+    return json_build_object('operationState', null);
+  end if;
+  if found then
+    v_op_id := coalesce(v_op_id, v_att.operation_id);
+    if v_att.finished_at is not null and v_att.operation_id = v_op_id
+        and v_att.dispatch_state is not distinct from p ->> 'dispatchState'
+        and v_att.status is not distinct from (p ->> 'status')::int then
+      return json_build_object('operationState', (select state from operations where id = v_op_id),
+        'alreadyRecorded', true);
+    end if;
+  end if;
+  if v_state = 'failed' then
+    select retry_decision in ('destination_idempotency_honored', 'operator_approved') into v_kept_unknown
+    from attempts where id = v_attempt_id and operation_id = v_op_id;
+    if coalesce(v_kept_unknown, false) then
+      v_state := 'unknown';
+    end if;
+  end if;
+  v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released' else 'unknown' end;
+  if v_key_hash is not null then
+    update dedupe_keys set
+      state = v_key_state,
+      confirmed_at = case when v_succeeded then now() end,
+      window_ends_at = case when v_succeeded then now() + v_window end,
+      destination_ref = case when v_succeeded then p ->> 'destinationRef' end
+    where key_hash = v_key_hash and state in ('pending', 'unknown') and operation_id = v_op_id
+      and attempt_id = v_attempt_id;
+    v_owned := found;
+  end if;
+  select state into v_op_state from operations where id = v_op_id for update;
+  if not found then
+    raise exception 'effectgate: no operation %', v_op_id;
+  end if;
+
+  select recovered_at is not null into v_late from attempts where id = v_attempt_id and operation_id = v_op_id;
+  update attempts set
+    dispatch_state = p ->> 'dispatchState',
+    status = (p ->> 'status')::int,
+    response_fingerprint = p ->> 'responseFingerprint',
+    destination_ref = p ->> 'destinationRef',
+    replayed = (p ->> 'replayed')::boolean,
+    duration_ms = (p ->> 'durationMs')::double precision,
+    error = p ->> 'error',
+    finished_at = now()
+  where id = v_attempt_id and operation_id = v_op_id
+    and (dispatch_state is null or (recovered_at is not null and finished_at is null))
+  returning number into v_number;
+  if not found then
+    -- The same outcome written concurrently (a retry of a write still running on a cut
+    -- connection): the first one recorded it.
+    if exists (select 1 from attempts where id = v_attempt_id and operation_id = v_op_id and finished_at is not null
+        and dispatch_state is not distinct from p ->> 'dispatchState'
+        and status is not distinct from (p ->> 'status')::int) then
+      return json_build_object('operationState', v_op_state, 'alreadyRecorded', true);
+    end if;
+    raise exception 'effectgate: attempt % of operation % does not exist or already has an outcome',
+      v_attempt_id, v_op_id;
+  end if;
+  if v_owned then
+    v_latest := v_number;
+  else
+    select max(number) into v_latest from attempts where operation_id = v_op_id;
+  end if;
+
+  -- Only an operation still open or unknown takes its latest attempt's outcome: one that other
+  -- evidence settled (a reconciliation found the effect) keeps it, and the late outcome is kept
+  -- as evidence in the event (reconciliation appends, never rewrites).
+  if v_number = v_latest and v_op_state in ('open', 'unknown') and v_op_state is distinct from v_state then
+    update operations set state = v_state, updated_at = now() where id = v_op_id;
+    v_change := json_build_object('from', v_op_state, 'to', v_state);
+    if v_state in ('succeeded', 'failed') then
+      perform eg_withdraw_approvals(v_op_id, v_state);
+    end if;
+  end if;
+
+  perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||
+    json_build_object('number', v_number, 'superseded', v_number < v_latest, 'late', coalesce(v_late, false),
+      'keptUnknown', coalesce(v_kept_unknown, false),
+      'stateChange', v_change,
+      'key', case when v_owned then json_build_object('state', v_key_state,
+        'confirmedAt', case when v_succeeded then eg_iso(now()) end,
+        'windowEndsAt', case when v_succeeded then eg_iso(now() + v_window) end) end)::text || '}');
+  return json_build_object('operationState', case when v_change is null and v_number = v_latest
+    and v_op_state not in ('open', 'unknown') then v_op_state
+    when v_number < v_latest then v_op_state else v_state end);
+end $$;

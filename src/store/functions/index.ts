@@ -1,0 +1,123 @@
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { type Kysely, sql } from 'kysely';
+import type { Database } from '../schema.js';
+
+/*
+ * The functions step: the store's SQL functions are not migrations but repeatable definitions,
+ * one file each in this folder (README.md), applied after the schema migrations. Migrations hold
+ * the schema and never change once applied; a function's file always holds its current
+ * definition, so changing a function is editing its file, and reading one is opening one file.
+ *
+ * The files are read at run time from beside this module: from src/ under a test runner, and from
+ * dist/, where `npm run build` copies them (scripts/copy-sql.mjs; tsc copies no .sql). A bundled
+ * CLI would have to ship them beside its bundle the same way.
+ */
+
+export const FUNCTIONS_DIR: URL = new URL('./', import.meta.url);
+
+/**
+ * The one eg_ function that is schema, not a definition here: the events table's append-only
+ * trigger needs its function to exist, so migration 0001-initial creates it and this step never
+ * drops it.
+ */
+export const TRIGGER_FUNCTION = 'eg_events_append_only';
+
+/** The `settings` row holding the checksum of the definitions last applied. */
+export const CHECKSUM_SETTING = 'functions_checksum';
+
+/**
+ * Created before the others, in this order. A `language sql` body is checked when it is created,
+ * so the functions it calls must exist already (eg_insert_attempt calls eg_ms); a plpgsql body's
+ * calls are resolved only when it runs, so the rest need no order. A function missing here that
+ * should be in it fails every fresh store's migrate with "function … does not exist".
+ */
+const CREATED_FIRST: readonly string[] = ['eg_ms'];
+
+/** Any fixed number, taken by this step only: 'egfn' in ASCII. */
+const LOCK_KEY = 0x6567666e;
+
+export interface FunctionDefinition {
+  /** The function's name, which is its file's name. */
+  readonly name: string;
+  /** The file's text: one `create or replace function` statement, with its header comment. */
+  readonly sql: string;
+}
+
+/** Every definition in the folder, in creation order. */
+export async function loadFunctions(dir: URL = FUNCTIONS_DIR): Promise<FunctionDefinition[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  const definitions = await Promise.all(
+    files.map(async (file): Promise<FunctionDefinition> => {
+      const name = file.slice(0, -'.sql'.length);
+      const text = await readFile(new URL(file, dir), 'utf8');
+      // A file named after another function would leave its namesake undefined and redefine the
+      // other one: say so at once.
+      const defined = /^create or replace function (\w+)\(/m.exec(text)?.[1];
+      if (defined !== name) {
+        throw new Error(`${file} must define function ${name}, not ${defined ?? 'none'}`);
+      }
+      return { name, sql: text };
+    }),
+  );
+  const rank = (name: string): number => {
+    const i = CREATED_FIRST.indexOf(name);
+    return i === -1 ? CREATED_FIRST.length : i;
+  };
+  return definitions.sort((a, b) => rank(a.name) - rank(b.name) || (a.name < b.name ? -1 : 1));
+}
+
+/** sha256 over every file's name and text, in name order (not creation order). */
+export function functionsChecksum(definitions: readonly FunctionDefinition[]): string {
+  const hash = createHash('sha256');
+  for (const d of [...definitions].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    hash.update(d.name).update('\0').update(d.sql).update('\0');
+  }
+  return `sha256:${hash.digest('hex')}`;
+}
+
+/**
+ * Makes the live functions exactly the files, unless the checksum stored by the last run says
+ * they already are: drops every eg_ function of the current schema but the trigger's (so an old
+ * signature or a function whose file is gone goes too), creates every file, stores the checksum.
+ * One transaction, so a failure leaves the previous functions in place; under an advisory lock,
+ * so concurrent gate starts take turns and only the first one redefines anything. Each file is
+ * one statement, one query (PGlite's extended protocol runs one statement at a time).
+ * Returns whether it redefined the functions.
+ */
+export async function applyFunctions(db: Kysely<Database>): Promise<boolean> {
+  const files = await loadFunctions();
+  const checksum = functionsChecksum(files);
+  return db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${sql.lit(LOCK_KEY)})`.execute(trx);
+    const stored = await trx
+      .selectFrom('settings')
+      .select('value')
+      .where('name', '=', CHECKSUM_SETTING)
+      .executeTakeFirst();
+    if (stored?.value === checksum) return false;
+    const live = await sql<{ signature: string }>`
+      select format('%I(%s)', p.proname, pg_get_function_identity_arguments(p.oid)) as signature
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = current_schema() and starts_with(p.proname, 'eg_')
+        and p.proname <> ${TRIGGER_FUNCTION}`.execute(trx);
+    for (const { signature } of live.rows) {
+      await sql.raw(`drop function ${signature}`).execute(trx);
+    }
+    for (const definition of files) {
+      try {
+        await sql.raw(definition.sql).execute(trx);
+      } catch (err) {
+        throw new Error(`${definition.name}.sql: ${err instanceof Error ? err.message : String(err)}`, {
+          cause: err,
+        });
+      }
+    }
+    await trx
+      .insertInto('settings')
+      .values({ name: CHECKSUM_SETTING, value: checksum })
+      .onConflict((oc) => oc.column('name').doUpdateSet({ value: checksum }))
+      .execute();
+    return true;
+  });
+}
