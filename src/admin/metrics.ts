@@ -10,7 +10,7 @@
  * never a key value, a run id, a credential or anything from a request's content.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { GateMetrics, UpstreamOutcome } from '../engine/index.js';
+import type { DeferredOutcomeEvent, GateMetrics, UpstreamOutcome } from '../engine/index.js';
 import type { ReconciliationResult, Store, Verdict } from '../store/index.js';
 
 /** Prefix of every metric, the process metrics included. */
@@ -68,6 +68,8 @@ export class PrometheusMetrics implements GateMetrics {
   readonly #waitSeconds: Histogram<never>;
   readonly #reconciliations: Counter<'tool' | 'result'>;
   readonly #unresolved: Gauge<'state'>;
+  readonly #deferred: Readonly<Record<DeferredOutcomeEvent, Counter.Internal>>;
+  readonly #pendingOutcomes: Gauge<never>;
   readonly #storeUp: Gauge<never>;
   readonly #byTool = new Map<string, ToolSeries>();
   #countedAt = Number.NEGATIVE_INFINITY;
@@ -118,6 +120,18 @@ export class PrometheusMetrics implements GateMetrics {
       labelNames: ['tool', 'result'],
       registers,
     });
+    const deferred = new Counter({
+      name: `${METRICS_PREFIX}deferred_outcomes_total`,
+      help: 'Outcomes the store could not take at once: queued for retries, written later, or dropped (outbox full, gate stopping, refused); a dropped one reads as sent_no_response once its reservation expires.',
+      labelNames: ['event'],
+      registers,
+    });
+    this.#deferred = byName(['queued', 'written', 'dropped'] as const, (e) => deferred.labels(e));
+    this.#pendingOutcomes = new Gauge({
+      name: `${METRICS_PREFIX}pending_outcomes`,
+      help: 'Outcomes of this gate waiting in its outbox for the store (0 when every outcome is written).',
+      registers,
+    });
     const refresh = (): Promise<void> => this.#refreshStoreGauges();
     this.#unresolved = new Gauge({
       name: `${METRICS_PREFIX}unresolved_operations`,
@@ -152,6 +166,12 @@ export class PrometheusMetrics implements GateMetrics {
 
   reconciliation(tool: string, result: ReconciliationResult): void {
     this.#series(tool).reconciliations[result].inc();
+  }
+
+  deferredOutcome(event: DeferredOutcomeEvent): void {
+    this.#deferred[event].inc();
+    if (event === 'queued') this.#pendingOutcomes.inc();
+    else this.#pendingOutcomes.dec();
   }
 
   /** The exposition text (what `GET /metrics` answers) and its content type. */

@@ -103,7 +103,8 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
       options.authorityKey !== undefined
         ? options.authorityKey
         : (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? (await store.authorityKey()));
-    const outbox = new OutcomeOutbox(store, logger, { ...OUTBOX_DEFAULTS, maxEntries });
+    const metrics = options.metrics ?? noGateMetrics;
+    const outbox = new OutcomeOutbox(store, logger, { ...OUTBOX_DEFAULTS, maxEntries }, metrics);
     const lifecycle = new GateLifecycle({
       store,
       instanceId,
@@ -127,7 +128,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
         maxBodyBytes,
         authorityKey,
         logger,
-        metrics: options.metrics ?? noGateMetrics,
+        metrics,
         outbox,
         lifecycle,
       }),

@@ -4,6 +4,12 @@ import type { ReconciliationResult, Verdict } from '../store/index.js';
 export type UpstreamOutcome = 'succeeded' | 'failed' | 'unknown';
 
 /**
+ * What happened to an outcome the store could not take at once (the outbox): queued for retries,
+ * written later, or dropped (outbox full, the gate stopping, or refused by the store).
+ */
+export type DeferredOutcomeEvent = 'queued' | 'written' | 'dropped';
+
+/**
  * What the Gate reports about its own work, for an operator's dashboards. The engine knows nothing
  * of Prometheus: the admin server implements this with prom-client (`src/admin/metrics.ts`), and
  * without it every call is a no-op.
@@ -27,6 +33,8 @@ export interface GateMetrics {
   reservationWait(tool: string, ms: number): void;
   /** One reconciliation lookup after an unknown outcome, and what it found. */
   reconciliation(tool: string, result: ReconciliationResult): void;
+  /** An outcome the store could not take at once moved through the outbox. */
+  deferredOutcome(event: DeferredOutcomeEvent): void;
 }
 
 /** The default: records nothing. */
@@ -35,4 +43,5 @@ export const noGateMetrics: GateMetrics = Object.freeze({
   upstream() {},
   reservationWait() {},
   reconciliation() {},
+  deferredOutcome() {},
 });

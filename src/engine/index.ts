@@ -4,7 +4,12 @@ export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from 
 export { type CreateGateOptions, checkInstanceId, createGate } from './create-gate.js';
 export { Gate, type GateLogger, type GateOptions } from './gate.js';
 export type { CloseReport } from './gate-lifecycle.js';
-export { type GateMetrics, noGateMetrics, type UpstreamOutcome } from './gate-metrics.js';
+export {
+  type DeferredOutcomeEvent,
+  type GateMetrics,
+  noGateMetrics,
+  type UpstreamOutcome,
+} from './gate-metrics.js';
 export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
 export { defaultInstanceId } from './instance-id.js';
 export {

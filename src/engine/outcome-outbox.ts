@@ -1,6 +1,7 @@
 import { StoreError } from '../errors.js';
 import type { OperationState, OutcomeInput, Store } from '../store/index.js';
 import type { GateLogger } from './gate.js';
+import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
 
 /** Bounds of the outbox; defaults in {@link OUTBOX_DEFAULTS}. */
 export interface OutboxOptions {
@@ -47,6 +48,7 @@ export class OutcomeOutbox {
   readonly #store: Store;
   readonly #logger: GateLogger;
   readonly #o: OutboxOptions;
+  readonly #metrics: GateMetrics;
   readonly #queue = new Map<string, OutcomeInput>();
   #timer: NodeJS.Timeout | null = null;
   #delayMs: number;
@@ -55,10 +57,16 @@ export class OutcomeOutbox {
   #dropped = 0;
   #closed = false;
 
-  constructor(store: Store, logger: GateLogger, options: OutboxOptions = OUTBOX_DEFAULTS) {
+  constructor(
+    store: Store,
+    logger: GateLogger,
+    options: OutboxOptions = OUTBOX_DEFAULTS,
+    metrics: GateMetrics = noGateMetrics,
+  ) {
     this.#store = store;
     this.#logger = logger;
     this.#o = options;
+    this.#metrics = metrics;
     this.#delayMs = options.baseDelayMs;
   }
 
@@ -85,6 +93,9 @@ export class OutcomeOutbox {
     if (this.#queue.has(outcome.attemptId)) return true;
     if (this.#closed || this.#queue.size >= this.#o.maxEntries) {
       this.#dropped += 1;
+      // Counted as queued and dropped at once, so the pending gauge stays exact.
+      this.#metrics.deferredOutcome('queued');
+      this.#metrics.deferredOutcome('dropped');
       this.#logger.error(
         {
           err: messageOf(cause),
@@ -99,6 +110,7 @@ export class OutcomeOutbox {
       return false;
     }
     this.#queue.set(outcome.attemptId, outcome);
+    this.#metrics.deferredOutcome('queued');
     this.#logger.warn(
       { err: messageOf(cause), operation: outcome.operationId, attempt: outcome.attemptId },
       'outcome not recorded yet: retrying with backoff while the gate runs',
@@ -153,6 +165,7 @@ export class OutcomeOutbox {
           this.#retried += 1;
           await this.#store.recordOutcome(outcome);
           this.#queue.delete(attemptId);
+          this.#metrics.deferredOutcome('written');
           this.#delayMs = this.#o.baseDelayMs;
           this.#logger.info({ operation: outcome.operationId, attempt: attemptId }, 'late outcome recorded');
         } catch (err) {
@@ -164,6 +177,7 @@ export class OutcomeOutbox {
           // this outcome and the SQL rules treat it as unknown (never as a free key).
           this.#queue.delete(attemptId);
           this.#dropped += 1;
+          this.#metrics.deferredOutcome('dropped');
           this.#logger.error(
             { err: messageOf(err), operation: outcome.operationId, attempt: attemptId },
             'outcome refused by the store; dropped',

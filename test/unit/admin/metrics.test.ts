@@ -59,6 +59,8 @@ const GATE_METRICS: Record<string, string> = {
   effectgate_unresolved_operations: 'gauge',
   effectgate_store_up: 'gauge',
   effectgate_reconciliations_total: 'counter',
+  effectgate_deferred_outcomes_total: 'counter',
+  effectgate_pending_outcomes: 'gauge',
 };
 
 describe('PrometheusMetrics', () => {
@@ -101,6 +103,20 @@ describe('PrometheusMetrics', () => {
     const unknown = 'tool="gh.create_issue",outcome="unknown"';
     expect(sample(text, `effectgate_upstream_duration_seconds_bucket{le="30",${unknown}}`)).toBe(0);
     expect(sample(text, `effectgate_upstream_duration_seconds_bucket{le="60",${unknown}}`)).toBe(1);
+  });
+
+  it('counts outcomes the store could not take at once, and how many still wait', async () => {
+    const m = createPrometheusMetrics({ store: fixedStore({}), processMetrics: false });
+    m.deferredOutcome('queued');
+    m.deferredOutcome('queued');
+    m.deferredOutcome('queued');
+    m.deferredOutcome('written');
+    m.deferredOutcome('dropped');
+    const { text } = await m.scrape();
+    expect(sample(text, 'effectgate_deferred_outcomes_total{event="queued"}')).toBe(3);
+    expect(sample(text, 'effectgate_deferred_outcomes_total{event="written"}')).toBe(1);
+    expect(sample(text, 'effectgate_deferred_outcomes_total{event="dropped"}')).toBe(1);
+    expect(sample(text, 'effectgate_pending_outcomes')).toBe(1);
   });
 
   it('counts reservation waits by tool and times them, and counts reconciliations by result', async () => {
