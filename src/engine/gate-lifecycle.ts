@@ -48,6 +48,8 @@ export class GateLifecycle {
   #timer: NodeJS.Timeout | null = null;
   #beats = 0;
   #started = false;
+  /** This life on the store (registerInstance): heartbeats and the stop speak only for it. */
+  #life: string | undefined;
   #closing: Promise<CloseReport> | null = null;
 
   constructor(options: LifecycleOptions) {
@@ -62,7 +64,8 @@ export class GateLifecycle {
   async start(): Promise<readonly RecoveredAttempt[]> {
     if (this.#started) return [];
     const o = this.#o;
-    const previous = await o.store.registerInstance(o.instanceId);
+    const { life, previous } = await o.store.registerInstance(o.instanceId);
+    this.#life = life;
     if (previous !== null && previous.stoppedAt === null) {
       o.logger.warn(
         { instance: o.instanceId, last_heartbeat: previous.heartbeatAt },
@@ -114,7 +117,7 @@ export class GateLifecycle {
     const unwrittenOutcomes = await o.outbox.drain(Math.max(0, until - Date.now()));
     if (this.#started) {
       if (unwrittenOutcomes === 0 && abandonedCalls === 0) {
-        await o.store.stopInstance(o.instanceId).catch((err: unknown) => {
+        await o.store.stopInstance(o.instanceId, this.#life).catch((err: unknown) => {
           o.logger.warn({ err: String(err) }, 'could not mark this gate stopped');
         });
       } else {
@@ -132,7 +135,7 @@ export class GateLifecycle {
     const o = this.#o;
     this.#beats += 1;
     o.store
-      .heartbeat(o.instanceId)
+      .heartbeat(o.instanceId, this.#life)
       .then(() => (this.#beats % SWEEP_EVERY === 0 ? this.recover(false) : undefined))
       .catch((err: unknown) => o.logger.error({ err: String(err) }, 'heartbeat or recovery sweep failed'));
   }

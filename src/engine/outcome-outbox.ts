@@ -10,13 +10,26 @@ export interface OutboxOptions {
   /** First retry delay; doubled per failed round up to `maxDelayMs`, with jitter. */
   readonly baseDelayMs: number;
   readonly maxDelayMs: number;
+  /**
+   * How long the agent's response waits for the first write of its outcome. A store that answers
+   * (or refuses at once, e.g. a cut connection) is not affected; one that stops answering delays
+   * the response by this much at most, and the write goes on in the background.
+   */
+  readonly firstWriteWaitMs: number;
 }
+
+/** How long an abandoned decide is looked for after the store first said it has no such attempt. */
+const ABANDONED_WATCH_MS = 30_000;
 
 export const OUTBOX_DEFAULTS: OutboxOptions = Object.freeze({
   // About 1 KB an entry: 10k outcomes are ~10 MB, minutes of governed traffic at a high rate.
   maxEntries: 10_000,
-  baseDelayMs: 100,
-  maxDelayMs: 5_000,
+  baseDelayMs: 50,
+  // Short on purpose: an outcome that lands before its key's pending_ttl keeps the operation out of
+  // `unknown` (a hold for a person). One gate writes its queue one call at a time, oldest first,
+  // so even a second apart it never floods a store that comes back.
+  maxDelayMs: 1_000,
+  firstWriteWaitMs: 1_000,
 });
 
 /** What the outbox did with one outcome. */
@@ -50,9 +63,17 @@ export class OutcomeOutbox {
   readonly #o: OutboxOptions;
   readonly #metrics: GateMetrics;
   readonly #queue = new Map<string, OutcomeInput>();
+  /**
+   * Abandoned decides whose attempt the store did not have yet, until when to look again: a decide
+   * the client gave up on (a read timeout) may still be running on the server and commit later, and
+   * its attempt must then get its `not_sent` instead of expiring into `unknown`.
+   */
+  readonly #unseen = new Map<string, number>();
   #timer: NodeJS.Timeout | null = null;
   #delayMs: number;
   #flushing: Promise<void> | null = null;
+  /** First writes still running after the response went (a slow store): drain waits for them. */
+  readonly #writing = new Set<Promise<unknown>>();
   #retried = 0;
   #dropped = 0;
   #closed = false;
@@ -71,21 +92,45 @@ export class OutcomeOutbox {
   }
 
   get stats(): OutboxStats {
-    return { pending: this.#queue.size, retried: this.#retried, dropped: this.#dropped };
+    return { pending: this.#queue.size + this.#writing.size, retried: this.#retried, dropped: this.#dropped };
   }
 
   /**
-   * Writes `outcome` now (one round trip); when the store is unavailable, queues it for retries
-   * and answers `recorded: false` at once: the agent's response does not wait for the store.
+   * Writes `outcome` now (one round trip). When the store is unavailable the outcome is queued for
+   * retries and `recorded: false` answered at once; when the store is slow, after
+   * `firstWriteWaitMs` the same, while the write goes on (and is queued if it then fails). The
+   * agent's response never waits longer than that for the store.
    */
   async record(outcome: OutcomeInput): Promise<OutboxResult> {
+    const write = this.#store.recordOutcome(outcome);
+    let timer: NodeJS.Timeout | undefined;
+    const slow = new Promise<'slow'>((resolve) => {
+      timer = setTimeout(() => resolve('slow'), this.#o.firstWriteWaitMs);
+    });
     try {
-      const r = await this.#store.recordOutcome(outcome);
-      return { recorded: true, operationState: r.operationState };
+      const first = await Promise.race([write, slow]);
+      if (first !== 'slow') return { recorded: true, operationState: first.operationState };
     } catch (err) {
       if (!isRetryable(err)) throw err;
       return { recorded: false, queued: this.enqueue(outcome, err) };
+    } finally {
+      clearTimeout(timer);
     }
+    // Slow store: answer the agent now, keep the write; if it fails, the outbox takes over.
+    const tracked = write.then(
+      () => undefined,
+      (err: unknown) => {
+        if (isRetryable(err)) this.enqueue(outcome, err);
+        else
+          this.#logger.error(
+            { err: messageOf(err), attempt: outcome.attemptId },
+            'outcome refused by the store',
+          );
+      },
+    );
+    this.#writing.add(tracked);
+    void tracked.finally(() => this.#writing.delete(tracked));
+    return { recorded: false, queued: true };
   }
 
   /** Queues an outcome for the retry loop; false when the bound is reached (dropped). */
@@ -124,8 +169,15 @@ export class OutcomeOutbox {
    * outcomes could not be written; no more are accepted afterwards.
    */
   async drain(timeoutMs: number): Promise<number> {
-    this.#closed = true;
     const until = Date.now() + timeoutMs;
+    // Slow first writes first: each either lands or queues itself for the loop below.
+    if (this.#writing.size > 0) {
+      await Promise.race([
+        Promise.allSettled([...this.#writing]),
+        new Promise((r) => setTimeout(r, Math.max(0, until - Date.now()))),
+      ]);
+    }
+    this.#closed = true;
     let delay = this.#o.baseDelayMs;
     while (this.#queue.size > 0 && Date.now() < until) {
       if (this.#timer !== null) {
@@ -139,7 +191,7 @@ export class OutcomeOutbox {
     }
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
-    return this.#queue.size;
+    return this.#queue.size + this.#writing.size;
   }
 
   #schedule(): void {
@@ -163,10 +215,20 @@ export class OutcomeOutbox {
       for (const [attemptId, outcome] of this.#queue) {
         try {
           this.#retried += 1;
-          await this.#store.recordOutcome(outcome);
+          const written = await this.#store.recordOutcome(outcome);
+          if (outcome.operationId === null && written.operationState === null && !this.#closed) {
+            const until = this.#unseen.get(attemptId) ?? Date.now() + ABANDONED_WATCH_MS;
+            if (Date.now() < until) {
+              // Not committed (yet): look again on a slow round; later ones still go now.
+              this.#unseen.set(attemptId, until);
+              this.#delayMs = this.#o.maxDelayMs;
+              continue;
+            }
+          }
+          this.#unseen.delete(attemptId);
           this.#queue.delete(attemptId);
           this.#metrics.deferredOutcome('written');
-          this.#delayMs = this.#o.baseDelayMs;
+          if (this.#unseen.size === 0) this.#delayMs = this.#o.baseDelayMs;
           this.#logger.info({ operation: outcome.operationId, attempt: attemptId }, 'late outcome recorded');
         } catch (err) {
           if (isRetryable(err)) {

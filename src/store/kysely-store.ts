@@ -203,48 +203,73 @@ export class KyselyStore implements Store {
     });
   }
 
-  registerInstance(
-    id: string,
-  ): Promise<{ readonly heartbeatAt: string; readonly stoppedAt: string | null } | null> {
+  registerInstance(id: string): ReturnType<Store['registerInstance']> {
     return this.#guard('registerInstance', async () => {
       // One statement: the previous life's row as it was, then this life's start (started_at is
       // the boundary recovery uses between the two lives).
-      const { rows } = await sql<{ heartbeat_at: Date | null; stopped_at: Date | null; known: boolean }>`
+      const { rows } = await sql<{
+        life: string;
+        heartbeat_at: Date | null;
+        stopped_at: Date | null;
+        known: boolean;
+      }>`
         with previous as (select heartbeat_at, stopped_at from gate_instances where id = ${id}),
         registered as (
           insert into gate_instances (id) values (${id})
           on conflict (id) do update set started_at = now(), heartbeat_at = now(), stopped_at = null
-          returning id)
-        select p.heartbeat_at, p.stopped_at, p.heartbeat_at is not null as known
-        from registered left join previous p on true`.execute(this.#db);
+          returning started_at)
+        select r.started_at::text as life, p.heartbeat_at, p.stopped_at, p.heartbeat_at is not null as known
+        from registered r left join previous p on true`.execute(this.#db);
       const row = rows[0];
-      if (row === undefined || !row.known || row.heartbeat_at === null) return null;
+      if (row === undefined) throw new Error(`gate instance ${id} was not registered`);
       return {
-        heartbeatAt: new Date(row.heartbeat_at).toISOString(),
-        stoppedAt: row.stopped_at === null ? null : new Date(row.stopped_at).toISOString(),
+        life: row.life,
+        previous:
+          !row.known || row.heartbeat_at === null
+            ? null
+            : {
+                heartbeatAt: new Date(row.heartbeat_at).toISOString(),
+                stoppedAt: row.stopped_at === null ? null : new Date(row.stopped_at).toISOString(),
+              },
       };
     });
   }
 
-  heartbeat(id: string): Promise<void> {
+  heartbeat(id: string, life?: string): Promise<void> {
     return this.#guard('heartbeat', async () => {
-      await sql`update gate_instances set heartbeat_at = now() where id = ${id}`.execute(this.#db);
+      await sql`update gate_instances set heartbeat_at = now()
+        where id = ${id} and (${life ?? null}::timestamptz is null or started_at = ${life ?? null}::timestamptz)`.execute(
+        this.#db,
+      );
     });
   }
 
-  stopInstance(id: string): Promise<void> {
+  stopInstance(id: string, life?: string): Promise<void> {
     return this.#guard('stopInstance', async () => {
-      await sql`update gate_instances set stopped_at = now() where id = ${id}`.execute(this.#db);
+      await sql`update gate_instances set stopped_at = now()
+        where id = ${id} and (${life ?? null}::timestamptz is null or started_at = ${life ?? null}::timestamptz)`.execute(
+        this.#db,
+      );
     });
   }
 
   recover(input: RecoverInput): Promise<RecoveredAttempt[]> {
     return this.#guard('recover', async () => {
-      const { rows } = await sql<{ result: RecoveredAttempt[] | string }>`select eg_recover(${JSON.stringify(
-        input,
-      )}) as result`.execute(this.#db);
-      const result = rows[0]?.result ?? [];
-      return typeof result === 'string' ? (JSON.parse(result) as RecoveredAttempt[]) : result;
+      // The candidates first, then one transaction per attempt (eg_recover.sql says why).
+      const text = JSON.stringify(input);
+      const { rows } = await sql<{ result: string[] | string }>`select eg_recover(${text}) as result`.execute(
+        this.#db,
+      );
+      const ids = parsed<string[]>(rows[0]?.result ?? []);
+      const recovered: RecoveredAttempt[] = [];
+      for (const id of ids) {
+        const one = await sql<{
+          result: RecoveredAttempt | string | null;
+        }>`select eg_recover_attempt(${text}, ${id}) as result`.execute(this.#db);
+        const r = one.rows[0]?.result ?? null;
+        if (r !== null) recovered.push(parsed<RecoveredAttempt>(r));
+      }
+      return recovered;
     });
   }
 
@@ -387,6 +412,11 @@ function sinceDate(since: string): Date {
   if (Number.isNaN(date.getTime()))
     throw new EffectgateError('EG_ERR_CONFIG_INVALID', `not a time: ${since}`);
   return date;
+}
+
+/** A json result: parsed by pg already, or text from PGlite. */
+function parsed<T>(value: T | string): T {
+  return typeof value === 'string' ? (JSON.parse(value) as T) : value;
 }
 
 function messageOf(err: unknown): string {

@@ -126,6 +126,13 @@ function postgresPool(url: string): pg.Pool {
   // An idle client dropped by the server emits 'error' on the pool; unhandled, that would kill the
   // process. The pool discards that client and the next query reports any real outage.
   pool.on('error', () => undefined);
+  // A client whose connection dies while it is checked out (mid-query: a reset, a cut relay, a
+  // server restart) emits 'error' on itself, where the pool does not listen. The query it was
+  // running rejects on its own, so this listener only keeps the process alive (issue 9: a
+  // flapping store killed the gate this way).
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return pool;
 }
 

@@ -512,15 +512,18 @@ export interface Store {
   /**
    * Registers (or re-announces) a running gate process; `heartbeat` keeps it alive. A gate that
    * starts again under the same id starts a new life: its attempts recorded before this call are
-   * its previous life's, recovered by its next `recover`. Answers the previous life's last
-   * heartbeat and stop time, `null` for an id never seen.
+   * its previous life's, recovered by its next `recover`. Answers this life (pass it to
+   * `heartbeat` and `stopInstance`, so a life that was replaced never speaks for its successor) and
+   * the previous life's last heartbeat and stop time, `null` for an id never seen.
    */
-  registerInstance(
-    id: string,
-  ): Promise<{ readonly heartbeatAt: string; readonly stoppedAt: string | null } | null>;
-  heartbeat(id: string): Promise<void>;
-  /** Marks a gate process stopped after it drained (its attempts all have outcomes). */
-  stopInstance(id: string): Promise<void>;
+  registerInstance(id: string): Promise<{
+    readonly life: string;
+    readonly previous: { readonly heartbeatAt: string; readonly stoppedAt: string | null } | null;
+  }>;
+  /** Keeps a life visible; no-op once another life of the id registered. */
+  heartbeat(id: string, life?: string): Promise<void>;
+  /** Marks a gate process stopped after it drained (its attempts all have outcomes); only `life` when given. */
+  stopInstance(id: string, life?: string): Promise<void>;
   /**
    * Crash recovery (DESIGN.md §3 "a restart never forgets uncertainty"): every attempt persisted
    * without an outcome whose gate is gone is marked `sent_no_response` with a `gate_restarted`

@@ -156,12 +156,12 @@ class TestStoreHandle implements TestStore {
     return this.#inner.registerInstance(id);
   }
 
-  heartbeat(id: string): Promise<void> {
-    return this.#inner.heartbeat(id);
+  heartbeat(id: string, life?: string): Promise<void> {
+    return this.#inner.heartbeat(id, life);
   }
 
-  stopInstance(id: string): Promise<void> {
-    return this.#inner.stopInstance(id);
+  stopInstance(id: string, life?: string): Promise<void> {
+    return this.#inner.stopInstance(id, life);
   }
 
   recover(input: RecoverInput): Promise<RecoveredAttempt[]> {

@@ -31,6 +31,7 @@ declare
   v_obs jsonb;
   v_lost jsonb;
   v_in_window boolean;
+  v_expiry_checked boolean := false;
 begin
   -- (a) The loop breaker. Read only: a run's row is written on its first duplicate skip.
   select duplicate_skips into v_skips from runs
@@ -99,7 +100,8 @@ begin
     -- dedupe.on_expired: retry (onExpired) or past the window the key stays takeable below, the
     -- retry recorded as curator_accepted_risk. A reconcile tool looks first: nothing is recorded
     -- until the gate comes back with the lookup.
-    if v_row.state = 'pending' and v_row.expires_at < now() and v_lost is null then
+    if v_row.state = 'pending' and v_row.expires_at < now() and not v_expiry_checked then
+      v_expiry_checked := true;
       v_in_window := v_window is null or v_row.created_at + v_window > now();
       if v_in_window and p ->> 'onExpired' is distinct from 'retry'
           and coalesce(p ->> 'unknownRule', 'hold') = 'reconcile'
@@ -112,6 +114,19 @@ begin
       if not (v_lost ->> 'marked')::boolean then
         v_lost := null;
       end if;
+      select * into v_row from dedupe_keys where key_hash = v_hash;
+      continue;
+    end if;
+
+    -- (c3) A lookup that found the effect is evidence, whatever happened to the key while the gate
+    -- looked (a late definite failure released it): the key is unknown again, and the unknown
+    -- rules at the top of the loop settle the operation by the lookup and answer duplicate. Never
+    -- an allow right after the gate saw the item exists.
+    if v_row.state = 'released' and jsonb_typeof(p -> 'reconciliation') = 'object'
+        and p -> 'reconciliation' ->> 'result' in ('match', 'multiple')
+        and v_row.operation_id = p -> 'reconciliation' ->> 'operationId' then
+      update dedupe_keys set state = 'unknown', expires_at = null
+      where key_hash = v_hash and state = 'released' and operation_id = v_row.operation_id;
       select * into v_row from dedupe_keys where key_hash = v_hash;
       continue;
     end if;
@@ -163,19 +178,27 @@ begin
     returning k.operation_id, k.attempt_number into v_op, v_number;
 
     if found and v_op = v_new_op then
+      -- A lookup made for this proposal (the key was released while the gate looked) is evidence too.
+      if jsonb_typeof(p -> 'reconciliation') = 'object' then
+        v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
+      end if;
       return eg_allow_new(p, p_input, v_hash, v_expires, case when v_number = 1 then v_fork_of end,
-        jsonb_build_object('outcomeLost', v_lost));
+        jsonb_build_object('outcomeLost', v_lost, 'observation', v_obs));
     end if;
 
     if found then
       -- A retry of operation v_op: its parent is the previous attempt. One whose reservation was
       -- lost was retried only because the tool accepts the risk (on_expired: retry); one with an
       -- outcome definitely failed. (reservation_expired is kept for attempts recorded before 0003.)
+      -- A lookup made for this proposal (the key was released while the gate looked) is evidence too.
+      if jsonb_typeof(p -> 'reconciliation') = 'object' then
+        v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
+      end if;
       select * into v_prev from attempts where operation_id = v_op and number = v_number - 1;
       return eg_retry(p, p_input, v_hash, v_op, v_number, v_prev,
         case when v_lost is not null then 'curator_accepted_risk'
           when v_prev.id is not null and v_prev.dispatch_state is null then 'reservation_expired'
-          else 'previous_attempt_failed' end, v_expires, jsonb_build_object('outcomeLost', v_lost));
+          else 'previous_attempt_failed' end, v_expires, jsonb_build_object('outcomeLost', v_lost, 'observation', v_obs));
     end if;
 
     -- (f) Not ours. The upsert locked the row, so this read sees what the upsert saw.
@@ -185,8 +208,13 @@ begin
     end if;
     if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
         and v_row.attempt_number >= v_budget and v_fork_of is null then
+      -- A lookup made for this proposal (the key was released while the gate looked) is evidence too.
+      if jsonb_typeof(p -> 'reconciliation') = 'object' then
+        v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
+      end if;
       perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_row.operation_id, null, v_hash, null,
-        json_build_object('attemptsUsed', v_row.attempt_number, 'attemptBudget', v_budget, 'outcomeLost', v_lost));
+        json_build_object('attemptsUsed', v_row.attempt_number, 'attemptBudget', v_budget, 'outcomeLost', v_lost,
+          'observation', v_obs));
       return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
         'operationId', v_row.operation_id);
     end if;

@@ -4,8 +4,11 @@
 -- effect. It is not a free key: the attempt becomes sent_no_response with an outcome_lost
 -- observation, its operation unknown, and (p_key_to_unknown) the key unknown, so the proposal that
 -- found it is answered by the unknown-outcome rules. Called by eg_decide with the row it read
--- unlocked; locks in the global order (key, operation, attempt) and re-checks. Returns the facts
--- for the caller's one event, `marked: false` when another call got there first.
+-- unlocked; locks in the global order (key, operation, attempt) and re-checks. An attempt an earlier
+-- call already marked (on_expired: retry with no budget left keeps the key pending) is not marked
+-- again, but the key still follows p_key_to_unknown. Returns the facts for the caller's one event;
+-- `marked: false` when the key moved meanwhile or its attempt has a real outcome (the usual rules
+-- apply then).
 create or replace function eg_expire(p jsonb, p_key dedupe_keys, p_key_to_unknown boolean) returns jsonb
 language plpgsql as $$
 declare
@@ -22,9 +25,18 @@ begin
     return jsonb_build_object('marked', false);
   end if;
   select * into v_op from operations where id = v_key.operation_id for update;
-  select * into v_att from attempts where id = v_key.attempt_id and dispatch_state is null for update;
-  if not found then
+  select * into v_att from attempts where id = v_key.attempt_id for update;
+  if not found or v_att.finished_at is not null then
     return jsonb_build_object('marked', false);
+  end if;
+  if v_att.dispatch_state is not null then
+    -- Marked before (by an expiry or a recovery): unknown already, nothing new to observe.
+    if p_key_to_unknown then
+      update dedupe_keys set state = 'unknown', expires_at = null where key_hash = v_key.key_hash;
+    end if;
+    return jsonb_build_object('marked', true, 'alreadyMarked', true, 'operationId', v_op.id,
+      'attemptId', v_att.id, 'dispatchState', v_att.dispatch_state,
+      'key', case when p_key_to_unknown then jsonb_build_object('state', 'unknown') end);
   end if;
   -- recovered_at marks an outcome the gate did not see: a late real outcome is still accepted.
   update attempts set dispatch_state = 'sent_no_response', recovered_at = now(),

@@ -6,7 +6,7 @@
 -- that was slow, not dead): it is recorded as late evidence and may settle the operation; and the
 -- reservation it owns may move from unknown as well as from pending (a late success confirms the
 -- key instead of leaving it unknown forever). A definite failure of a retry made under the
--- unknown-outcome rules (honored idempotency, an operator's approval) settles nothing: the earlier
+-- unknown-outcome rules (honored idempotency, an approval, an accepted risk) settles nothing: the earlier
 -- attempt that was sent without a response may still have done the effect (a destination often
 -- refuses a retry BECAUSE the first one worked), so the operation and its key stay unknown
 -- (DESIGN.md §3).
@@ -53,7 +53,10 @@ begin
     end if;
   end if;
   if v_state = 'failed' then
-    select retry_decision in ('destination_idempotency_honored', 'operator_approved') into v_kept_unknown
+    -- Every retry decision but previous_attempt_failed retried an attempt that may have done the
+    -- effect (honored, approved, curator_accepted_risk, reservation_expired): its definite failure
+    -- proves nothing about that one.
+    select coalesce(retry_decision, 'previous_attempt_failed') <> 'previous_attempt_failed' into v_kept_unknown
     from attempts where id = v_attempt_id and operation_id = v_op_id;
     if coalesce(v_kept_unknown, false) then
       v_state := 'unknown';
@@ -66,8 +69,11 @@ begin
       confirmed_at = case when v_succeeded then now() end,
       window_ends_at = case when v_succeeded then now() + v_window end,
       destination_ref = case when v_succeeded then p ->> 'destinationRef' end
-    where key_hash = v_key_hash and state in ('pending', 'unknown') and operation_id = v_op_id
-      and attempt_id = v_attempt_id;
+    where key_hash = v_key_hash and operation_id = v_op_id
+      and ((state in ('pending', 'unknown') and attempt_id = v_attempt_id)
+        -- A success is proof the effect happened, whichever attempt of the operation reports it
+        -- (a late outcome of an attempt that a retry superseded): the key is confirmed.
+        or (v_succeeded and state in ('pending', 'unknown', 'released')));
     v_owned := found;
   end if;
   select state into v_op_state from operations where id = v_op_id for update;
@@ -107,8 +113,11 @@ begin
 
   -- Only an operation still open or unknown takes its latest attempt's outcome: one that other
   -- evidence settled (a reconciliation found the effect) keeps it, and the late outcome is kept
-  -- as evidence in the event (reconciliation appends, never rewrites).
-  if v_number = v_latest and v_op_state in ('open', 'unknown') and v_op_state is distinct from v_state then
+  -- as evidence in the event (reconciliation appends, never rewrites). A success settles it
+  -- whichever attempt reports it, even one a later definite failure had closed: the effect is there.
+  if ((v_number = v_latest and v_op_state in ('open', 'unknown'))
+      or (v_succeeded and v_op_state in ('open', 'unknown', 'failed')))
+      and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
     v_change := json_build_object('from', v_op_state, 'to', v_state);
     if v_state in ('succeeded', 'failed') then
@@ -123,7 +132,7 @@ begin
       'key', case when v_owned then json_build_object('state', v_key_state,
         'confirmedAt', case when v_succeeded then eg_iso(now()) end,
         'windowEndsAt', case when v_succeeded then eg_iso(now() + v_window) end) end)::text || '}');
-  return json_build_object('operationState', case when v_change is null and v_number = v_latest
-    and v_op_state not in ('open', 'unknown') then v_op_state
+  return json_build_object('operationState', case when v_change is not null then v_state
+    when v_number = v_latest and v_op_state not in ('open', 'unknown') then v_op_state
     when v_number < v_latest then v_op_state else v_state end);
 end $$;

@@ -185,6 +185,38 @@ for (const target of storeTargets()) {
       ]);
     });
 
+    it('a late success of a superseded attempt settles the operation: the effect is there', async () => {
+      const key = newKey({ pendingTtlMs: 50 });
+      const honored = { unknownRule: 'honored' } as const;
+      const first = await lostReservation(store, key, honored);
+      const retry = await store.decide(reserve(newRun(), longTtl(key), honored));
+      expectVerdict(retry, 'allow');
+      // The honored retry is refused (the destination still holds the first call's key in flight)…
+      const refused = await store.recordOutcome(outcome(retry, key, 'failed', { status: 409 }));
+      expect(refused.operationState).toBe('unknown');
+      // …then the first attempt's real outcome arrives: it succeeded.
+      const late = await store.recordOutcome(outcome(first, key, 'succeeded'));
+      expect(late.operationState).toBe('succeeded');
+      const next = await store.decide(reserve(newRun(), longTtl(key), honored));
+      expectVerdict(next, 'duplicate');
+      expect(next.source?.operationId).toBe(first.operationId);
+    });
+
+    it('a late success while the retry is still in flight confirms the key at once', async () => {
+      const key = newKey({ pendingTtlMs: 50 });
+      const honored = { unknownRule: 'honored' } as const;
+      const first = await lostReservation(store, key, honored);
+      const retry = await store.decide(reserve(newRun(), longTtl(key), honored));
+      expectVerdict(retry, 'allow');
+      expect((await store.recordOutcome(outcome(first, key, 'succeeded'))).operationState).toBe('succeeded');
+      expectVerdict(await store.decide(reserve(newRun(), longTtl(key), honored)), 'duplicate');
+      // The retry's own answer (a replay, or a refusal) changes nothing any more.
+      expect((await store.recordOutcome(outcome(retry, key, 'failed', { status: 409 }))).operationState).toBe(
+        'succeeded',
+      );
+      expectVerdict(await store.decide(reserve(newRun(), longTtl(key), honored)), 'duplicate');
+    });
+
     it('past the window the lost attempt is still marked, and the proposal is a new operation', async () => {
       const key = newKey({ pendingTtlMs: 50, windowMs: 60 });
       const first = await lostReservation(store, key);
@@ -300,7 +332,7 @@ for (const target of storeTargets()) {
       expectVerdict(mine, 'allow');
       expectVerdict(theirs, 'allow');
       await sleep(5);
-      const previous = await store.registerInstance(instance);
+      const { previous } = await store.registerInstance(instance);
       expect(previous?.stoppedAt).toBeNull();
       // This life's own attempt, made after the registration, is never touched.
       const now = await store.decide(reserve(newRun(), newKey(), { gateInstance: instance }));

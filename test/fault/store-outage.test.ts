@@ -1,0 +1,203 @@
+/**
+ * The store lost at each moment of one governed call (issue #9 item 7, DESIGN.md §4.1): before
+ * decide, while decide's answer is on the wire, while the call is at the destination, and at
+ * recordOutcome (never written, or written with the answer lost). The gate reaches PostgreSQL
+ * through a TCP relay the test cuts; the checker reads the database directly.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, it } from 'vitest';
+import { storeTargets, type TestStore } from '../helpers/store.js';
+import { faultCase } from './fault-cases.js';
+import {
+  AgentClient,
+  CaseRecorder,
+  COLLECTIONS,
+  honors,
+  type InProcessGate,
+  openFaultStore,
+  outcomeRecorded,
+  PENDING_TTL_MS,
+  startInProcessGate,
+} from './fault-harness.js';
+import { type LedgerDestination, startLedgerDestination } from './ledger-destination.js';
+import { STATEMENT, startTcpRelay, type TcpRelay } from './tcp-relay.js';
+
+/** How long a test waits for the gate to write a held-back outcome once the store is back. */
+const RECORD_WITHIN_MS = 4_000;
+
+for (const target of storeTargets()) {
+  describe.skipIf(target.kind !== 'postgres')(
+    `store outages at each moment of a call (${target.name}${target.kind === 'postgres' ? '' : `: skipped, ${faultCase('down-before-decide').notOn}`})`,
+    () => {
+      let dest: LedgerDestination;
+      let store: TestStore;
+      let relay: TcpRelay;
+      let gate: InProcessGate;
+      let agent: AgentClient;
+
+      /**
+       * Per case: a fresh destination and database, a relay in front of the database, and a gate
+       * that owns its store through the relay.
+       */
+      async function setUp(instanceId: string): Promise<void> {
+        dest = await startLedgerDestination({ honors });
+        store = await openFaultStore(target);
+        relay = await startTcpRelay();
+        gate = await startInProcessGate({ store: relay.url(store.url), instanceId });
+        agent = new AgentClient(gate.proxyUrl);
+      }
+
+      afterEach(async () => {
+        relay?.up();
+        await agent?.close();
+        await gate?.close().catch(() => undefined);
+        await relay?.close();
+        await store?.close();
+        await dest?.close();
+      });
+
+      it('store down before decide: 503, nothing sent; once it is back the key is performed once', async () => {
+        await setUp('fault-down-before-decide');
+        const rec = new CaseRecorder('down-before-decide', 'postgres');
+        relay.down();
+        const first = await Promise.all(
+          COLLECTIONS.map((c) =>
+            agent.propose(dest.url, c, `dbd-${c}`, 'run-a').then((a) => rec.answered(a)),
+          ),
+        );
+        for (const [i, a] of first.entries()) {
+          rec.check(
+            a.status === 503,
+            `${COLLECTIONS[i]}: store down at decide answered ${a.status}, not 503`,
+          );
+        }
+        rec.check(
+          dest.arrivals().length === 0,
+          `${dest.arrivals().length} request(s) reached the destination`,
+        );
+        relay.up();
+        const again = await Promise.all(
+          COLLECTIONS.map((c) =>
+            agent.propose(dest.url, c, `dbd-${c}`, 'run-b').then((a) => rec.answered(a)),
+          ),
+        );
+        for (const [i, a] of again.entries()) {
+          rec.check(a.status === 201, `${COLLECTIONS[i]}: with the store back answered ${a.status}, not 201`);
+        }
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+        await rec.finish({ dest, store, proposedKeys: COLLECTIONS.length, strictUnknown: true });
+      });
+
+      it('decide commits but its answer is lost: 503, nothing sent, the attempt gets an outcome (the gate knows it sent nothing)', async () => {
+        await setUp('fault-decide-reply-lost');
+        const rec = new CaseRecorder('decide-reply-lost', 'postgres');
+        const trapped = relay.trigger({ pattern: STATEMENT.decide, when: 'after-reply', action: 'down' });
+        const answer = agent.propose(dest.url, 'held', 'drl-held', 'run-a');
+        await trapped;
+        await sleep(500);
+        relay.up();
+        const a = rec.answered(await answer);
+        rec.check(a.status === 503, `decide answer lost: answered ${a.status}, not 503`);
+        rec.check(
+          dest.arrivals().length === 0,
+          `${dest.arrivals().length} request(s) reached the destination`,
+        );
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+        await rec.finish({ dest, store, proposedKeys: 1, strictUnknown: true });
+      });
+
+      it('store down 1.5 s while the call is at the destination: the agent gets its 201, the outcome is recorded once the store is back, the next proposal is a duplicate', async () => {
+        await setUp('fault-down-at-destination');
+        const rec = new CaseRecorder('down-at-destination', 'postgres');
+        for (const c of COLLECTIONS) dest.plan(`dad-${c}`, { behaviour: 'hold' });
+        const answers = COLLECTIONS.map((c) => agent.propose(dest.url, c, `dad-${c}`, 'run-a'));
+        const arrivals = await Promise.all(COLLECTIONS.map((c) => dest.arrival(`dad-${c}`)));
+        // Every call is at the destination: the store goes away, then the destination answers.
+        relay.down();
+        const downAt = Date.now();
+        await sleep(200);
+        for (const arrival of arrivals) arrival.release();
+        // Past pending_ttl (counted from decide, just before the arrival) before the store returns.
+        const back = sleep(Math.max(0, 1_500 - (Date.now() - downAt))).then(() => relay.up());
+        const first = await Promise.all(answers);
+        await back;
+        for (const [i, a] of first.entries()) {
+          rec.answered(a);
+          rec.check(
+            a.status === 201,
+            `${COLLECTIONS[i]}: the agent got ${a.status}, not the destination's 201`,
+          );
+        }
+        for (const arrival of arrivals) {
+          const recorded = await outcomeRecorded(store, arrival.idempotencyKey ?? '', RECORD_WITHIN_MS);
+          rec.check(
+            recorded !== undefined,
+            `${arrival.collection}: outcome still not recorded ${RECORD_WITHIN_MS} ms after the store came back (${PENDING_TTL_MS} ms pending_ttl long past)`,
+          );
+        }
+        const second = await Promise.all(
+          COLLECTIONS.map((c) =>
+            agent.propose(dest.url, c, `dad-${c}`, 'run-b').then((a) => rec.answered(a)),
+          ),
+        );
+        for (const [i, a] of second.entries()) {
+          rec.check(
+            a.status === 409 && a.verdict === 'duplicate',
+            `${COLLECTIONS[i]}: the next proposal got ${a.status} ${a.verdict ?? ''}, not 409 duplicate`,
+          );
+        }
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+        await rec.finish({ dest, store, proposedKeys: COLLECTIONS.length, strictUnknown: true });
+      });
+
+      for (const when of ['before-forward', 'after-reply'] as const) {
+        const id = when === 'before-forward' ? 'cut-at-record-outcome' : 'record-outcome-reply-lost';
+        it(`${faultCase(id).fault}: the agent gets its 201, the outcome is recorded once, the next proposal is a duplicate`, async () => {
+          await setUp(`fault-${id}`);
+          const rec = new CaseRecorder(id, 'postgres');
+          const order = `${id}-held`;
+          const trapped = relay.trigger({ pattern: STATEMENT.recordOutcome, when, action: 'down' });
+          const answer = agent.propose(dest.url, 'held', order, 'run-a');
+          await trapped;
+          const back = sleep(1_000).then(() => relay.up());
+          const a = rec.answered(await answer);
+          await back;
+          rec.check(a.status === 201, `the agent got ${a.status}, not the destination's 201`);
+          const [arrival] = dest.arrivals();
+          const recorded = await outcomeRecorded(store, arrival?.idempotencyKey ?? '', RECORD_WITHIN_MS);
+          rec.check(
+            recorded !== undefined,
+            `outcome still not recorded ${RECORD_WITHIN_MS} ms after the store came back`,
+          );
+          rec.check(
+            recorded === undefined || recorded.length === 1,
+            `the operation has ${recorded?.length} attempts, not 1`,
+          );
+          const next = rec.answered(await agent.propose(dest.url, 'held', order, 'run-b'));
+          rec.check(
+            next.status === 409 && next.verdict === 'duplicate',
+            `the next proposal got ${next.status} ${next.verdict ?? ''}, not 409 duplicate`,
+          );
+          const report = await gate.close();
+          rec.check(
+            report.unwrittenOutcomes === 0,
+            `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+          );
+          await rec.finish({ dest, store, proposedKeys: 1, strictUnknown: true });
+        });
+      }
+    },
+  );
+}
