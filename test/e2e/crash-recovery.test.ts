@@ -240,39 +240,50 @@ for (const target of storeTargets()) {
         }
       }, 120_000);
 
-    it('`effectgate recover` with the gate down marks the orphans once; the restarted gate finds nothing left', async () => {
+    it("`effectgate recover` with the gate down, and no policies, marks the orphans once by each operation's own rule", async () => {
       const gate = await startGateUnderTest(target, POLICIES);
       try {
         const c = '/held/acme/recover-cli/issues';
+        const h = '/honored/acme/recover-cli/issues';
         tracker.plan(c, 'commit-then-hang');
-        const inflight = gate
-          .send(url(c), { title: 'Orphaned' }, { 'effectgate-run': 'doomed' })
-          .catch((err: unknown) => err);
+        tracker.plan(h, 'commit-then-hang');
+        const inflight = [c, h].map((col) =>
+          gate
+            .send(url(col), { title: 'Orphaned' }, { 'effectgate-run': 'doomed' })
+            .catch((err: unknown) => err),
+        );
         await tracker.waitForPosts(c, 1);
+        await tracker.waitForPosts(h, 1);
         await gate.kill();
-        expect(await inflight).toBeInstanceOf(Error);
+        for (const result of await Promise.all(inflight)) expect(result).toBeInstanceOf(Error);
         const op = opOf(tracker, c);
+        const honoredOp = opOf(tracker, h);
 
-        // PostgreSQL: the dead gate is recognised by its stale heartbeat.
+        // PostgreSQL: the dead gate is recognised by its stale heartbeat. No --policies: every
+        // operation carries its tool's unknown rule (an unknown tool would fall back to hold).
         if (target.kind === 'postgres') await sleep(1_500);
-        const r = await gate.cli(['recover', '--policies', POLICIES, '--stale-after', '1s', '--json']);
+        const r = await gate.cli(['recover', '--stale-after', '1s', '--json']);
         expect(r.code, r.stderr).toBe(0);
         const out = JSON.parse(r.stdout) as {
           count: number;
           recovered: { operationId: string; toolId: string; approvalId: string | null; rule: string }[];
         };
-        expect(out.count).toBe(1);
-        expect(out.recovered).toMatchObject([
-          { operationId: op, toolId: 'test.held_issue', rule: 'hold', approvalId: expect.any(String) },
-        ]);
-        const again = await gate.cli(['recover', '--policies', POLICIES, '--stale-after', '1s', '--json']);
+        expect(out.count).toBe(2);
+        const byOp = new Map(out.recovered.map((x) => [x.operationId, x]));
+        expect(byOp.get(op)).toMatchObject({
+          toolId: 'test.held_issue',
+          rule: 'hold',
+          approvalId: expect.any(String),
+        });
+        expect(byOp.get(honoredOp)).toMatchObject({ rule: 'honored', approvalId: null });
+        const again = await gate.cli(['recover', '--stale-after', '1s', '--json']);
         expect(JSON.parse(again.stdout)).toMatchObject({ count: 0, recovered: [] });
 
         await gate.start();
         const trail = await gate.trail(op);
         expect(trail.operation.state).toBe('unknown');
         expect(trail.observations).toMatchObject([{ kind: 'gate_restarted', result: 'marked_unknown' }]);
-        expect(trail.approvals).toMatchObject([{ id: out.recovered[0]!.approvalId, state: 'requested' }]);
+        expect(trail.approvals).toMatchObject([{ id: byOp.get(op)!.approvalId, state: 'requested' }]);
         expect(gate.proxy.stderr()).not.toContain(op);
 
         await gate.whileStopped(async () => {
