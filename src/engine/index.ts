@@ -3,6 +3,12 @@ export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from './classify-failure.js';
 export { type CreateGateOptions, checkInstanceId, createGate } from './create-gate.js';
 export { Gate, type GateLogger, type GateOptions } from './gate.js';
+export {
+  GATE_HEADER_PREFIX,
+  isGateHeader,
+  rawWithoutGateHeaders,
+  withoutGateHeaders,
+} from './gate-headers.js';
 export type { CloseReport } from './gate-lifecycle.js';
 export {
   type DeferredOutcomeEvent,
