@@ -42,3 +42,4 @@ export {
   type TrailOperation,
 } from './trail.js';
 export { handleUi, parseKeyQuery, type UiContext } from './ui/index.js';
+export { visibleText } from './visible-text.js';

@@ -1,4 +1,4 @@
-import { InputError } from '../admin/index.js';
+import { InputError, visibleText } from '../admin/index.js';
 import { EffectgateError } from '../errors.js';
 
 /** Terminal width the human output of the inspection commands is laid out for. */
@@ -21,9 +21,12 @@ export function flag<T>(parse: () => T): T {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: replacing control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 
-/** Text from the store made safe for a terminal: control characters (escape sequences) become `?`. */
+/**
+ * Text from the store made safe for a terminal: control characters (escape sequences) become `?`,
+ * invisible format characters (bidi overrides…) their code points (`visibleText`).
+ */
 export function printable(text: string): string {
-  return text.replace(CONTROL, '?');
+  return visibleText(text.replace(CONTROL, '?'));
 }
 
 /** At most `max` characters, `…` marking a cut. */

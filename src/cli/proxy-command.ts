@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer, createPrometheusMetrics, resolveAdminToken } from '../admin/index.js';
 import {
@@ -36,6 +37,7 @@ export const PROXY_OPTIONS = {
   'stale-after': { type: 'string', default: '30s' },
   'instance-id': { type: 'string' },
   'drain-timeout': { type: 'string', default: '10s' },
+  'authority-key-file': { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 /**
@@ -84,52 +86,84 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       ? (process.env['EFFECTGATE_INSTANCE_ID'] ?? defaultInstanceId({ listen }))
       : values['instance-id'];
   const adminToken = await resolveAdminToken({ file: values['admin-token-file'] });
+  const authorityKey =
+    values['authority-key-file'] === undefined
+      ? undefined
+      : await readAuthorityKey(values['authority-key-file']);
 
   const policies = await loadPolicies(values.policies);
   const storeUrl = resolveStoreUrl(values.store);
   const store = await openStore({ url: storeUrl, migrate: !values['no-migrate'] });
-  // Metrics only with an admin server to serve them: the same object counts in the gate and
-  // answers GET /metrics.
-  const metrics = admin === null ? undefined : createPrometheusMetrics({ store });
-  // Registers this life and recovers what earlier lives and dead replicas left in flight before
-  // any traffic is taken. On the embedded store the directory lock proves no other gate runs, so
-  // every attempt without an outcome is orphaned.
-  const gate = await createGate({
-    policies,
-    store,
-    ownStore: true,
-    exclusiveStore: store.kind === 'pglite',
-    scope,
-    instanceId: checkInstanceId(instanceId),
-    heartbeatMs,
-    staleAfterMs,
-    drainTimeoutMs,
-    ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
-    ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
-    ...(metrics === undefined ? {} : { metrics }),
-    logger,
-  });
-  const proxy = createProxyServer({
-    gate,
-    allowConnectPorts,
-    ...(agents === undefined ? {} : { agents }),
-    ...(ca === undefined ? {} : { ca }),
-    ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
-  });
-  // Commands (operations, approvals, audit verify) reach an embedded store through this gate.
-  const storeDir = store.kind === 'pglite' ? embeddedStoreDir(storeUrl) : null;
-  const storeSocket =
-    storeDir === null
-      ? null
-      : await serveStoreSocket(store, storeDir, { instanceId: gate.instanceId }).catch((err: unknown) => {
-          logger.warn(
-            { err: String(err) },
-            'no store socket: commands cannot inspect this store while it runs',
-          );
-          return null;
-        });
-  // Signal handlers before the listening line: a SIGTERM right after start must still drain and
-  // mark this gate stopped, not kill it mid-way.
+  // Start-up either completes or undoes itself: every resource opened from here on is closed
+  // again, newest first, if a later step fails (a port taken, a recovery that cannot reach the
+  // store), so a failed start releases the store lock and exits with one clear line (issue 10).
+  const undo: (() => Promise<unknown>)[] = [() => store.close()];
+  const start = async (): Promise<Started> => {
+    // Metrics only with an admin server to serve them: the same object counts in the gate and
+    // answers GET /metrics.
+    const metrics = admin === null ? undefined : createPrometheusMetrics({ store });
+    // Registers this life and recovers what earlier lives and dead replicas left in flight before
+    // any traffic is taken. On the embedded store the directory lock proves no other gate runs, so
+    // every attempt without an outcome is orphaned. From here the gate owns (and closes) the store.
+    const gate = await createGate({
+      policies,
+      store,
+      ownStore: true,
+      exclusiveStore: store.kind === 'pglite',
+      scope,
+      instanceId: checkInstanceId(instanceId),
+      heartbeatMs,
+      staleAfterMs,
+      drainTimeoutMs,
+      ...(authorityKey === undefined ? {} : { authorityKey }),
+      ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
+      ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
+      ...(metrics === undefined ? {} : { metrics }),
+      logger,
+    });
+    undo[0] = () => gate.close();
+    const proxy = createProxyServer({
+      gate,
+      allowConnectPorts,
+      ...(agents === undefined ? {} : { agents }),
+      ...(ca === undefined ? {} : { ca }),
+      ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
+    });
+    // The admin listener first: if either port is taken, no governed request has been served.
+    const adminServer =
+      admin === null || metrics === undefined
+        ? null
+        : createAdminServer({ store, token: adminToken, logger, metrics });
+    const adminAddr =
+      adminServer === null || admin === null
+        ? null
+        : await listenOn('--admin', admin, () => adminServer.listen(admin.host, admin.port));
+    if (adminServer !== null) undo.push(() => adminServer.close());
+    const addr = await listenOn('--listen', listen, () => proxy.listen(listen.host, listen.port));
+    undo.push(() => proxy.close());
+    // Commands (operations, approvals, audit verify) reach an embedded store through this gate.
+    const storeDir = store.kind === 'pglite' ? embeddedStoreDir(storeUrl) : null;
+    const storeSocket =
+      storeDir === null
+        ? null
+        : await serveStoreSocket(store, storeDir, { instanceId: gate.instanceId }).catch((err: unknown) => {
+            logger.warn(
+              { err: String(err) },
+              'no store socket: commands cannot inspect this store while it runs',
+            );
+            return null;
+          });
+    return { gate, proxy, adminServer, storeSocket, addr, adminAddr };
+  };
+  let started: Started;
+  try {
+    started = await start();
+  } catch (err) {
+    for (const close of undo.reverse()) await close().catch(() => undefined);
+    throw err;
+  }
+  const { gate, proxy, adminServer, storeSocket, addr, adminAddr } = started;
+  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops.
   const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
@@ -139,13 +173,6 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
-  const addr = await proxy.listen(listen.host, listen.port);
-  const adminServer =
-    admin === null || metrics === undefined
-      ? null
-      : createAdminServer({ store, token: adminToken, logger, metrics });
-  const adminAddr =
-    adminServer === null || admin === null ? null : await adminServer.listen(admin.host, admin.port);
   logger.info(
     {
       listen: `${addr.address}:${addr.port}`,
@@ -155,6 +182,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       default: policies.default,
       scope: agents === undefined ? scope : `per credential (${agents.size} agents from ${values.agents})`,
       run: gate.runId,
+      instance: gate.instanceId,
       https: ca === undefined ? 'tunnelled' : 'intercepted for governed hosts',
     },
     'effectgate proxy listening',
@@ -179,6 +207,39 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   return 0;
 }
 
+interface Started {
+  readonly gate: Awaited<ReturnType<typeof createGate>>;
+  readonly proxy: ReturnType<typeof createProxyServer>;
+  readonly adminServer: ReturnType<typeof createAdminServer> | null;
+  readonly storeSocket: Awaited<ReturnType<typeof serveStoreSocket>> | null;
+  readonly addr: AddressInfo;
+  readonly adminAddr: AddressInfo | null;
+}
+
+/** Binds one listener; a taken or forbidden address is a configuration error naming its flag. */
+async function listenOn(
+  flag: string,
+  where: { readonly host: string; readonly port: number },
+  bind: () => Promise<AddressInfo>,
+): Promise<AddressInfo> {
+  try {
+    return await bind();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const why =
+      code === 'EADDRINUSE'
+        ? 'address already in use (another process listens there)'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : code === 'EADDRNOTAVAIL'
+            ? 'no such local address'
+            : (err as Error).message;
+    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `${flag} ${where.host}:${where.port}: ${why}`, {
+      cause: err,
+    });
+  }
+}
+
 function positiveDuration(flag: string, text: string): number {
   let ms: number | null = null;
   try {
@@ -193,6 +254,33 @@ function positiveDuration(flag: string, text: string): number {
     );
   }
   return ms;
+}
+
+/**
+ * The HMAC key of credential fingerprints from a file kept outside the database (a Kubernetes
+ * secret, say): its first line, at least 32 characters.
+ */
+async function readAuthorityKey(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `--authority-key-file ${file}: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  const key = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  if (key.length < 32) {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `--authority-key-file ${file}: the key must be at least 32 characters (e.g. openssl rand -hex 32)`,
+    );
+  }
+  return key;
 }
 
 /**

@@ -99,10 +99,21 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const store = typeof options.store === 'object' ? options.store : await openStore({ url: storeUrl });
   const logger = options.logger ?? silent;
   try {
+    const fromEnv = process.env['EFFECTGATE_AUTHORITY_KEY'];
     const authorityKey =
       options.authorityKey !== undefined
         ? options.authorityKey
-        : (process.env['EFFECTGATE_AUTHORITY_KEY'] ?? (await store.authorityKey()));
+        : fromEnv !== undefined && fromEnv !== ''
+          ? fromEnv
+          : await store.authorityKey();
+    if (options.authorityKey === undefined && (fromEnv === undefined || fromEnv === '')) {
+      // The store's own key sits beside the fingerprints it keys: a dump of the database plus a
+      // small dictionary recovers a weak credential (issue 10). Say so once, at start.
+      logger.warn(
+        {},
+        'the HMAC key of credential fingerprints is kept in the store itself: set EFFECTGATE_AUTHORITY_KEY (or --authority-key-file) so a copy of the database alone cannot be checked against guessed credentials',
+      );
+    }
     const metrics = options.metrics ?? noGateMetrics;
     const outbox = new OutcomeOutbox(store, logger, { ...OUTBOX_DEFAULTS, maxEntries }, metrics);
     const lifecycle = new GateLifecycle({

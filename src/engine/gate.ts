@@ -15,6 +15,7 @@ import {
 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
 import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
+import { withoutGateHeaders } from './gate-headers.js';
 import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
 import { isRetryable, type OutcomeOutbox } from './outcome-outbox.js';
@@ -234,7 +235,7 @@ export class Gate implements GateHandler {
     let key: DedupeKeyInput | null = null;
     let keyError: string | null = null;
     if (tool.dedupe !== null) {
-      const k = buildSemanticKey(tool, scope, args);
+      const k = buildSemanticKey(tool, scope, args, o.authorityKey);
       if (k.ok) {
         key = {
           hash: k.hash,
@@ -473,8 +474,10 @@ export class Gate implements GateHandler {
 
   #relay(sent: UpstreamResult, facts: VerdictFacts | null): GateResponse {
     if (sent.kind === 'failure') return upstreamFailedResponse(sent.error, sent.timedOut);
-    if (facts === null) return { status: sent.status, headers: sent.headers, body: sent.body };
-    return { status: sent.status, headers: { ...sent.headers, ...verdictHeaders(facts) }, body: sent.body };
+    // The destination never speaks in the gate's namespace (gate-headers.ts).
+    const headers = withoutGateHeaders(sent.headers);
+    if (facts === null) return { status: sent.status, headers, body: sent.body };
+    return { status: sent.status, headers: { ...headers, ...verdictHeaders(facts) }, body: sent.body };
   }
 
   #defaultBlock(head: GateRequestHead): GateResponse {

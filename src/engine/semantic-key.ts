@@ -1,7 +1,7 @@
 import type { Tool } from '../policy/index.js';
 import type { Scope } from '../store/index.js';
 import type { ArgumentDocument } from './argument-document.js';
-import { canonicalJson, sha256Ref } from './canonical-json.js';
+import { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 
 export type SemanticKey =
   | { readonly ok: true; readonly hash: string; readonly values: readonly unknown[] }
@@ -58,9 +58,17 @@ const KEY_LAYOUT = 1;
  * never an empty value, and the whole body is never hashed as a fallback.
  *
  * `values` are what the store keeps for investigators; a key path the tool also lists in `redact`
- * is kept only as a fingerprint.
+ * is kept only as a fingerprint, keyed with `secretKey` (the authority key) so a dump of the store
+ * plus a dictionary cannot recover it from `key_values` (issue 10). Without a key
+ * (`authorityKey: null`) the fingerprint is a plain SHA-256. (The key hash still covers the raw
+ * values; keying it needs a migration window of its own.)
  */
-export function buildSemanticKey(tool: Tool, scope: Scope, args: ArgumentDocument): SemanticKey {
+export function buildSemanticKey(
+  tool: Tool,
+  scope: Scope,
+  args: ArgumentDocument,
+  secretKey: string | null = null,
+): SemanticKey {
   const dedupe = tool.dedupe;
   if (dedupe === null) throw new Error(`tool ${tool.id} has no dedupe block`);
   const values: unknown[] = [];
@@ -79,6 +87,12 @@ export function buildSemanticKey(tool: Tool, scope: Scope, args: ArgumentDocumen
   }
   if (missing.length > 0) return { ok: false, reason: 'key_path_missing', paths: missing };
   if (invalid.length > 0) return { ok: false, reason: 'key_value_invalid', paths: invalid };
+  const redacted = new Set(tool.redact.map((p) => p.expression));
+  const fingerprint = (v: unknown): string =>
+    secretKey === null ? sha256Ref(canonicalJson(v)) : hmacRef(secretKey, canonicalJson(v));
+  const stored = dedupe.key.map((path, i) =>
+    redacted.has(path.expression) ? fingerprint(values[i]) : values[i],
+  );
   const hash = sha256Ref(
     canonicalJson({
       v: KEY_LAYOUT,
@@ -86,12 +100,10 @@ export function buildSemanticKey(tool: Tool, scope: Scope, args: ArgumentDocumen
       area: scope.area,
       agent: scope.agent,
       tool: tool.id,
+      // Raw values, as since the first release: keying them here would change every hash of a tool
+      // that keys on a redacted path, and a confirmed key would stop being recognised on upgrade.
       key: values,
     }),
-  );
-  const redacted = new Set(tool.redact.map((p) => p.expression));
-  const stored = dedupe.key.map((path, i) =>
-    redacted.has(path.expression) ? sha256Ref(canonicalJson(values[i])) : values[i],
   );
   return { ok: true, hash, values: stored };
 }

@@ -11,6 +11,7 @@ import {
   toHeaderMap,
   withQuery,
 } from './dispatch-head.js';
+import { GateNamespaceHandler } from './gate-namespace-handler.js';
 import { createSender } from './next-dispatcher-sender.js';
 import { fail, replay } from './replay-response.js';
 
@@ -90,8 +91,9 @@ export function gateInterceptor(
       });
       const decision = gate.route(head);
       if (decision.kind === 'pass') {
-        if (!hasContextHeader(headers) && samePath(target, head.path)) return dispatch(opts, handler);
-        return dispatch(rewritten(opts, head, headers), handler);
+        const passed = new GateNamespaceHandler(handler);
+        if (!hasContextHeader(headers) && samePath(target, head.path)) return dispatch(opts, passed);
+        return dispatch(rewritten(opts, head, headers), passed);
       }
       if (decision.kind === 'refuse') {
         replay(handler, decision.response, opts.method);

@@ -3,6 +3,8 @@
  * `Html` (markup built here). Store values are untrusted, so nothing reaches a page unescaped.
  */
 
+import { visibleText } from '../visible-text.js';
+
 /** Markup that is safe to insert as is (built by `html`, or escaped text). */
 export class Html {
   readonly text: string;
@@ -30,9 +32,12 @@ const ESCAPES: Readonly<Record<string, string>> = {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: replacing control characters is the point
 const UNPRINTABLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
-/** Text as HTML: `& < > " ' \`` escaped (safe in element content and quoted attributes). */
+/**
+ * Text as HTML: `& < > " ' \`` escaped (safe in element content and quoted attributes), controls
+ * as U+FFFD and invisible format characters (bidi overrides…) as their code points.
+ */
 export function escapeHtml(text: string): string {
-  return text.replace(UNPRINTABLE, '\ufffd').replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
+  return visibleText(text.replace(UNPRINTABLE, '\ufffd')).replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
 }
 
 function render(value: Fragment): string {

@@ -108,6 +108,20 @@ describe('buildSemanticKey', () => {
     expect(k.values[3]).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(JSON.stringify(k.values)).not.toContain('s3cret');
   });
+
+  it('keys the fingerprint of a redacted value with the authority key; the key hash does not move', () => {
+    const plain = buildSemanticKey(tool, scope, args(body));
+    const a = buildSemanticKey(tool, scope, args(body), 'k'.repeat(32));
+    const b = buildSemanticKey(tool, scope, args(body), 'j'.repeat(32));
+    if (!plain.ok || !a.ok || !b.ok) throw new Error('expected keys');
+    expect(a.values[3]).toMatch(/^hmac-sha256:[0-9a-f]{32}$/);
+    expect(a.values[3]).not.toBe(b.values[3]);
+    // A dictionary over SHA-256 no longer finds the secret in key_values…
+    expect(a.values).not.toContain(plain.values[3]);
+    // …and duplicates are recognised exactly as before, whatever the key.
+    expect(a.hash).toBe(plain.hash);
+    expect(b.hash).toBe(plain.hash);
+  });
 });
 
 describe('requestFingerprint', () => {

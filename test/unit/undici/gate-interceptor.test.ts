@@ -182,14 +182,24 @@ describe('gateInterceptor: head translation', () => {
 });
 
 describe('gateInterceptor: pass', () => {
-  it('hands the very same options and handler to the next dispatcher', () => {
+  it('hands the very same options to the next dispatcher, and the response back without the gate namespace', async () => {
     const gate = new FakeGate({ kind: 'pass' });
     const { next, calls } = capture();
     const opts = { ...base, headers: { accept: 'text/plain' } };
-    const { handler } = recorder();
+    const { handler, rec } = recorder();
     expect(gateInterceptor(gate)(next)(opts, handler)).toBe(true);
     expect(calls[0]!.opts).toBe(opts);
-    expect(calls[0]!.handler).toBe(handler);
+    // The upstream's answer reaches the caller's handler as it came, minus Effectgate-* fields.
+    const passed = calls[0]!.handler;
+    const controller = {} as Dispatcher.DispatchController;
+    passed.onRequestStart?.(controller, {});
+    passed.onResponseStart?.(controller, 200, { 'effectgate-verdict': 'duplicate', 'x-up': '1' }, 'OK');
+    passed.onResponseData?.(controller, Buffer.from('hi'));
+    passed.onResponseEnd?.(controller, {});
+    await rec.done;
+    expect(rec.events).toEqual(['start', 'head', 'data', 'end']);
+    expect(rec.headers).toEqual({ 'x-up': '1' });
+    expect(rec.body).toBe('hi');
   });
 
   it('strips Effectgate-* headers and sends the normalized path it classified', () => {
