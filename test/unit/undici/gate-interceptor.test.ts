@@ -190,7 +190,7 @@ describe('gateInterceptor: pass', () => {
     expect(gateInterceptor(gate)(next)(opts, handler)).toBe(true);
     expect(calls[0]!.opts).toBe(opts);
     // The upstream's answer reaches the caller's handler as it came, minus Effectgate-* fields.
-    const passed = calls[0]!.handler;
+    const passed = calls[0]!.handler as Dispatcher.DispatchHandler;
     const controller = {} as Dispatcher.DispatchController;
     passed.onRequestStart?.(controller, {});
     passed.onResponseStart?.(controller, 200, { 'effectgate-verdict': 'duplicate', 'x-up': '1' }, 'OK');
