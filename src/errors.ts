@@ -13,7 +13,12 @@ export const ERROR_CODES = {
   EG_ERR_MIGRATION_FAILED: 'A store migration failed; the store was left at the last good migration.',
   EG_ERR_AUDIT_CHAIN_BROKEN: 'The hash-chained event log does not verify.',
   EG_ERR_BODY_TOO_LARGE: 'A governed request body is larger than the configured limit.',
+  EG_ERR_BODY_TOO_COMPLEX: 'A governed JSON body nests too deep or holds too many nodes to read safely.',
+  EG_ERR_ARGUMENTS_AMBIGUOUS:
+    'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads).',
   EG_ERR_BAD_REQUEST: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',
+  EG_ERR_AMBIGUOUS_ROUTE:
+    'A request to a governed host would reach a tool only under a lenient reading of its path (`\\`, case, `;params`, `//`, `%2F`).',
   EG_ERR_UPSTREAM_FAILED: 'The upstream could not be reached or gave no usable response.',
   EG_ERR_NOT_FOUND: 'An operation, approval or run named by a command or the admin API does not exist.',
   EG_ERR_APPROVAL_STATE: 'An approval cannot take this action in its current state.',

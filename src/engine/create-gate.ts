@@ -6,6 +6,7 @@ import { Gate, type GateLogger } from './gate.js';
 import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
 import { defaultInstanceId } from './instance-id.js';
+import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { OUTBOX_DEFAULTS, OutcomeOutbox } from './outcome-outbox.js';
 import { unknownRules } from './unknown-rule.js';
 
@@ -28,6 +29,8 @@ export interface CreateGateOptions {
   readonly instanceId?: string;
   /** Largest governed request body, default 1 MiB. */
   readonly maxBodyBytes?: number;
+  /** Deepest nesting and most nodes of a governed body (defaults: `BODY_LIMITS`, 64 and 100,000). */
+  readonly bodyLimits?: Partial<BodyLimits>;
   /**
    * Key of the HMAC authority reference (default `EFFECTGATE_AUTHORITY_KEY`, else the store's own
    * random key, so a changed credential is recognised across restarts; `null` records only which
@@ -54,6 +57,12 @@ export interface CreateGateOptions {
    * proves it), false otherwise.
    */
   readonly exclusiveStore?: boolean;
+  /**
+   * Which host names the policies govern are resolved, so a request addressed by one of their IPs
+   * is governed as that name: `all` (default), `loopback` (only `localhost`, no DNS) or `off`.
+   * Default from `EFFECTGATE_RESOLVE_GOVERNED_HOSTS`, else `all`.
+   */
+  readonly resolveGovernedHosts?: 'all' | 'loopback' | 'off';
   /** Close `store` on `close()` even though it was passed in open (the CLI hands over its store). */
   readonly ownStore?: boolean;
 }
@@ -84,6 +93,10 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const scope = checkScope(options.scope);
   const maxBodyBytes =
     options.maxBodyBytes === undefined ? 1024 * 1024 : checkPositiveInt('maxBodyBytes', options.maxBodyBytes);
+  const bodyLimits: BodyLimits = Object.freeze({
+    maxDepth: positive('bodyLimits.maxDepth', options.bodyLimits?.maxDepth, BODY_LIMITS.maxDepth),
+    maxNodes: positive('bodyLimits.maxNodes', options.bodyLimits?.maxNodes, BODY_LIMITS.maxNodes),
+  });
   const heartbeatMs = positive('heartbeatMs', options.heartbeatMs, 5_000);
   const staleAfterMs = positive('staleAfterMs', options.staleAfterMs, 30_000);
   const drainTimeoutMs = positive('drainTimeoutMs', options.drainTimeoutMs, 10_000);
@@ -92,6 +105,9 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     options.instanceId === undefined
       ? defaultInstanceId({ scope: `${scope.tenant}/${scope.area}/${scope.agent}` })
       : checkInstanceId(options.instanceId);
+  const resolveGovernedHosts = checkResolveMode(
+    options.resolveGovernedHosts ?? process.env['EFFECTGATE_RESOLVE_GOVERNED_HOSTS'] ?? 'all',
+  );
   const policies =
     typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
   const opened = typeof options.store !== 'object';
@@ -137,9 +153,11 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
         runId: options.runId ?? uuidv7(),
         instanceId,
         maxBodyBytes,
+        bodyLimits,
         authorityKey,
         logger,
         metrics,
+        resolveGovernedHosts,
         outbox,
         lifecycle,
       }),
@@ -154,6 +172,14 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   return value === undefined ? fallback : checkPositiveInt(name, value);
+}
+
+function checkResolveMode(value: string): 'all' | 'loopback' | 'off' {
+  if (value === 'all' || value === 'loopback' || value === 'off') return value;
+  throw new EffectgateError(
+    'EG_ERR_CONFIG_INVALID',
+    `EFFECTGATE_RESOLVE_GOVERNED_HOSTS (resolveGovernedHosts) must be all, loopback or off; got ${JSON.stringify(value)}`,
+  );
 }
 
 /** Letters, digits and `. _ : @ / [ ] -`, at most 200: host names, addresses and pod names fit. */

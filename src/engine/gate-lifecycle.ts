@@ -51,6 +51,8 @@ export class GateLifecycle {
   /** This life on the store (registerInstance): heartbeats and the stop speak only for it. */
   #life: string | undefined;
   #closing: Promise<CloseReport> | null = null;
+  /** Work the gate must have done before it serves (the first DNS round of governed names). */
+  readonly #startHooks: (() => Promise<void>)[] = [];
 
   constructor(options: LifecycleOptions) {
     this.#o = options;
@@ -60,10 +62,16 @@ export class GateLifecycle {
     return this.#o.drainTimeoutMs;
   }
 
+  /** Adds work `start()` waits for, alongside registration (each hook bounds its own wait). */
+  onStart(hook: () => Promise<void>): void {
+    this.#startHooks.push(hook);
+  }
+
   /** Registers this life and recovers orphaned attempts; idempotent. */
   async start(): Promise<readonly RecoveredAttempt[]> {
     if (this.#started) return [];
     const o = this.#o;
+    const hooks = Promise.all(this.#startHooks.map((hook) => hook()));
     const { life, previous } = await o.store.registerInstance(o.instanceId);
     this.#life = life;
     if (previous !== null && previous.stoppedAt === null) {
@@ -73,6 +81,7 @@ export class GateLifecycle {
       );
     }
     const recovered = await this.recover(o.exclusive);
+    await hooks;
     this.#started = true;
     this.#timer = setInterval(() => this.#beat(), o.heartbeatMs);
     this.#timer.unref();

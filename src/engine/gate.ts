@@ -14,19 +14,25 @@ import {
   uuidv7,
 } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
+import { ArgumentRefusal } from './argument-refusal.js';
 import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
 import { withoutGateHeaders } from './gate-headers.js';
 import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
+import { GovernedAddresses, governedLookup, type ResolveGovernedHosts } from './governed-addresses.js';
+import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { isRetryable, type OutcomeOutbox } from './outcome-outbox.js';
 import {
+  ambiguousRouteResponse,
   problemResponse,
   renderStoreUnavailable,
   transportProblem,
   upstreamFailedResponse,
 } from './problem-response.js';
 import { reconcileLookup } from './reconcile-lookup.js';
+import { refuseRepeatedKeyArguments } from './repeated-arguments.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
+import { type HeadRoute, RouteClassifier } from './route-classifier.js';
 import { redactedPath } from './secret-captures.js';
 import { buildSemanticKey } from './semantic-key.js';
 import type {
@@ -60,6 +66,10 @@ export interface GateOptions {
   /** This gate process (UUIDv7), recorded on every attempt so crash recovery can tell live from dead. */
   readonly instanceId: string;
   readonly maxBodyBytes: number;
+  /** Which governed host names are resolved to recognise their addresses (default `all`). */
+  readonly resolveGovernedHosts?: ResolveGovernedHosts;
+  /** Shape limits of a governed body (default `BODY_LIMITS`); past them the body is refused 413. */
+  readonly bodyLimits?: BodyLimits;
   /** Key for the HMAC authority reference; `null` records only which header carried a credential. */
   readonly authorityKey: string | null;
   readonly logger: GateLogger;
@@ -84,12 +94,26 @@ export interface GateOptions {
 export class Gate implements GateHandler {
   readonly #o: GateOptions;
   readonly #classifier: Classifier;
+  /** Addresses of the host names tools govern, resolved in the background (never per request). */
+  readonly #addresses: GovernedAddresses;
+  /** Classification under every spelling: canonical host, resolved name, method override. */
+  readonly #routes: RouteClassifier;
   /** Governed calls between their decide and their outcome, so `close()` can wait for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(options: GateOptions) {
     this.#o = options;
     this.#classifier = new Classifier(options.policies);
+    const resolving = governedLookup(options.resolveGovernedHosts ?? 'all', this.#classifier.exactNames);
+    this.#addresses = new GovernedAddresses(resolving.names, {
+      ...(resolving.lookup === undefined ? {} : { lookup: resolving.lookup }),
+      onError: (name, err) =>
+        options.logger.warn({ host: name, err: messageOf(err) }, 'a governed host name does not resolve'),
+    });
+    this.#routes = new RouteClassifier(this.#classifier, this.#addresses);
+    // Resolving starts now; the lifecycle's start waits (bounded) for the first round.
+    const firstRound = this.#addresses.start();
+    options.lifecycle.onStart(() => firstRound);
   }
 
   get runId(): string {
@@ -120,6 +144,7 @@ export class Gate implements GateHandler {
    * gate opened. Resolves with what it could not finish; a second call returns the same report.
    */
   close(): Promise<CloseReport> {
+    this.#addresses.stop();
     return this.#o.lifecycle.close(async () => {
       const pending = [...this.#inFlight];
       if (pending.length === 0) return 0;
@@ -136,11 +161,22 @@ export class Gate implements GateHandler {
   route(head: GateRequestHead): RouteDecision {
     // A CONNECT names only an authority: a host some tool names may carry governed requests, which
     // the proxy then routes one by one inside the tunnel (DESIGN.md §4.2).
-    if (head.method === 'CONNECT' && this.#classifier.mayGovern(head.host)) {
+    // Interception is decided by host AND port: a tool on `host:8443` leaves TLS to `host:8444` alone.
+    if (head.method === 'CONNECT' && this.#routes.mayGovern(head.host, head.port)) {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     }
-    const candidates = this.#classifier.candidates(head);
-    if (candidates.length > 0) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
+    // Governed when a tool matches under the canonical host (or the governed name an IP belongs
+    // to) and the effective method, or when a form body may name the method (`_method`).
+    // A near miss of a governed route (or a strict match whose captures a lenient server reads
+    // otherwise) is refused, not let out ungoverned or keyed on the wrong value (DESIGN.md §4.1).
+    const route = this.#routes.classify(head);
+    const near = this.#routes.nearMiss(head, route);
+    if (near !== null) {
+      return { kind: 'refuse', response: ambiguousRouteResponse(near.tool.id, near.explain()) };
+    }
+    if (route.candidates.length > 0 || this.#routes.needsBody(head)) {
+      return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
+    }
     if (this.#o.policies.default === 'block') return { kind: 'refuse', response: this.#defaultBlock(head) };
     return { kind: 'pass' };
   }
@@ -163,6 +199,11 @@ export class Gate implements GateHandler {
     try {
       proposal = this.#propose(request);
     } catch (err) {
+      // Ambiguous or too complex arguments: refused before any store round trip, nothing sent.
+      if (err instanceof ArgumentRefusal) {
+        this.#o.logger.info({ problem: err.problem, path: err.path }, 'arguments refused');
+        return transportProblem(err.problem, err.message, err.path === null ? undefined : { path: err.path });
+      }
       // Arguments the gate cannot represent (e.g. JSON nested too deep to canonicalize) are the
       // client's problem, not a store outage: answer 400 so the agent fixes the call.
       return transportProblem(
@@ -205,11 +246,13 @@ export class Gate implements GateHandler {
    */
   #propose(request: GateRequest): Proposal | null {
     const o = this.#o;
-    const args0 = buildArgumentDocument(request, {});
-    const chosen = this.#classifier.select(this.#classifier.candidates(request), args0.body);
+    const args0 = buildArgumentDocument(request, {}, o.bodyLimits ?? BODY_LIMITS);
+    const route = this.#routes.classify(request, args0.body);
+    const chosen = this.#classifier.select(route.candidates, args0.body);
     if (chosen === null) return null;
     const tool = chosen.tool;
     const args: ArgumentDocument = { ...args0, path: chosen.params };
+    refuseRepeatedKeyArguments(tool, request, args);
     const ctx = request.context;
     const scope = request.scope ?? o.scope;
     const common = {
@@ -223,11 +266,11 @@ export class Gate implements GateHandler {
       maxDuplicateSkips: o.policies.loopBreaker.maxDuplicateSkips,
       request: {
         scheme: request.scheme,
-        method: request.method,
+        method: route.method,
         host: request.host,
         port: request.port,
         path: redactedPath(request.path, tool, chosen.params),
-        route: tool.match.explain(),
+        route: routeFact(tool, route, request.method),
         fingerprint: requestFingerprint(request, tool, args),
         authorityRef: authorityRef(request.headers, o.authorityKey),
       },
@@ -502,6 +545,16 @@ interface Proposal {
   readonly keyError: string | null;
   /** Refuse (record a `block`): the key cannot be built and the tool does not let it through. */
   readonly block: boolean;
+}
+
+/** The tool's route, plus how this request reached it when it was not by its plain spelling. */
+function routeFact(tool: Tool, route: HeadRoute, sentMethod: string): string {
+  const notes: string[] = [];
+  if (route.override !== null)
+    notes.push(`sent as ${sentMethod} with ${route.override.source}: ${route.method}`);
+  if (route.resolvedHost !== null) notes.push(`addressed by IP, classified as ${route.resolvedHost}`);
+  const explain = tool.match.explain();
+  return notes.length === 0 ? explain : `${explain} (${notes.join('; ')})`;
 }
 
 function messageOf(err: unknown): string {

@@ -2,6 +2,7 @@
  * Turns a transport's view of a request head into the `GateRequestHead` both adapters hand to the
  * engine. Pure and allocation-light: it runs on every request, governed or not.
  */
+import { canonicalHost } from '../policy/index.js';
 import { connectionNamedHeaders, HOP_BY_HOP_HEADERS } from './hop-by-hop.js';
 import type { GateContext, GateRequestHead, HeaderMap } from './types.js';
 
@@ -74,12 +75,13 @@ export function normalizeHead(raw: RawRequestHead): GateRequestHead {
 
 /**
  * Lower-case host; an IPv6 literal loses its brackets; one trailing dot goes (`api.github.com.` is
- * the same fully qualified name as `api.github.com`, and a policy naming the latter must see it).
+ * the same fully qualified name as `api.github.com`, and a policy naming the latter must see it);
+ * every IP literal takes its canonical form (`[::ffff:127.0.0.1]`, `127.1`, `2130706433` are all
+ * `127.0.0.1`), the same function the policy side compiles `hosts` entries with, so a tool on an
+ * address cannot be walked past by another spelling of it (DESIGN.md §4.1 "Spellings").
  */
 export function normalizeHost(host: string): string {
-  const lower = host.toLowerCase();
-  if (lower.startsWith('[') && lower.endsWith(']')) return lower.slice(1, -1);
-  return lower.length > 1 && lower.endsWith('.') ? lower.slice(0, -1) : lower;
+  return canonicalHost(host);
 }
 
 /**

@@ -51,16 +51,46 @@ export function upstreamFailedResponse(error: string, timedOut: boolean): GateRe
   });
 }
 
+/**
+ * 400 for a near miss of a governed route: the path matches no tool as written but would match
+ * `toolId` the way a lenient server reads it (DESIGN.md §4.1 "Spellings"). Forwarding it would
+ * let an effect out ungoverned; governing it would key a request the gate cannot be sure of.
+ */
+export function ambiguousRouteResponse(toolId: string, explain: string): GateResponse {
+  return problemResponse({
+    status: 400,
+    problem: 'ambiguous_route',
+    title: 'Ambiguous spelling of a governed route',
+    detail: `This request matches no tool as written, but a server may read it as tool ${toolId} (${explain}). Nothing was sent. Send the route's canonical spelling.`,
+    code: 'EG_ERR_AMBIGUOUS_ROUTE',
+    extra: { tool: toolId },
+  });
+}
+
 const TRANSPORT_PROBLEMS = {
   body_too_large: { status: 413, title: 'Request body too large', code: 'EG_ERR_BODY_TOO_LARGE' },
   bad_request: { status: 400, title: 'Bad proxy request', code: 'EG_ERR_BAD_REQUEST' },
   proxy_auth_required: { status: 407, title: 'Proxy authentication required', code: 'EG_ERR_BAD_REQUEST' },
+  // Arguments refused before any store round trip (texts: `argument-refusal.ts`).
+  arguments_ambiguous: { status: 422, title: 'Ambiguous arguments', code: 'EG_ERR_ARGUMENTS_AMBIGUOUS' },
+  body_too_complex: { status: 413, title: 'Request body too complex', code: 'EG_ERR_BODY_TOO_COMPLEX' },
 } as const;
 
-/** A refusal made before the engine can classify (413, 400, 407). */
-export function transportProblem(problem: keyof typeof TRANSPORT_PROBLEMS, detail: string): GateResponse {
+/** A refusal made before the engine can classify (413, 400, 407), or of unreadable arguments (422, 413). */
+export function transportProblem(
+  problem: keyof typeof TRANSPORT_PROBLEMS,
+  detail: string,
+  extra?: Readonly<Record<string, unknown>>,
+): GateResponse {
   const p = TRANSPORT_PROBLEMS[problem];
-  return problemResponse({ status: p.status, problem, title: p.title, detail, code: p.code });
+  return problemResponse({
+    status: p.status,
+    problem,
+    title: p.title,
+    detail,
+    code: p.code,
+    ...(extra === undefined ? {} : { extra }),
+  });
 }
 
 /**

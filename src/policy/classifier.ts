@@ -1,4 +1,6 @@
+import { isIpLiteral } from './canonical-host.js';
 import { type HostPattern, hostMatches } from './host-pattern.js';
+import { LenientMatch, lenientPath } from './lenient-match.js';
 import { RouteMatcher } from './route-matcher.js';
 import type { Classification, PolicySet, RouteInput, Tool } from './types.js';
 
@@ -100,16 +102,81 @@ export class Classifier {
   }
 
   /**
-   * Whether any tool names `host` (lower case, no port): a cheap pre-check before the proxy
-   * looks at anything else. A bound property so it can be passed around as a callback.
+   * Whether any tool names `host` (canonical, see `canonicalHost`) on `port`: a cheap pre-check
+   * before the proxy looks at anything else (CONNECT interception). An entry that says
+   * `host:port` covers that port only; a plain entry covers every port (DESIGN.md §4.1). Without
+   * `port`, any port counts. A bound property so it can be passed around as a callback.
    */
-  readonly mayGovern = (host: string): boolean => {
-    if (this.#opaque.length > 0 || this.#exact.has(host)) return true;
+  readonly mayGovern = (host: string, port?: number): boolean => {
+    if (this.#opaque.length > 0) return true;
+    const exact = this.#exact.get(host);
+    if (exact !== undefined && anyEntryOnPort(exact, host, port)) return true;
     for (const bucket of this.#wildcards) {
-      if (host.length > bucket.suffix.length && host.endsWith(bucket.suffix)) return true;
+      if (host.length > bucket.suffix.length && host.endsWith(bucket.suffix)) {
+        if (anyEntryOnPort(bucket.entries, host, port)) return true;
+      }
     }
     return false;
   };
+
+  /**
+   * A near miss: no tool matches `input` strictly, but one would if the path were read the way a
+   * lenient server reads it (`lenientPath`, or a case-insensitive comparison). The first such
+   * tool in selection order, or `null`. With `only`, just those tools (the strict candidates: is
+   * one of them reached with other captures under a lenient reading?). Only tools on the
+   * request's host and port are looked at, so a host no tool names costs a map lookup.
+   */
+  lenient(input: RouteInput, only?: readonly Classification[]): LenientMatch | null {
+    let lenient: ReturnType<typeof lenientPath> | null = null;
+    let best: LenientMatch | null = null;
+    for (const entry of this.#entriesOn(input.host, input.port)) {
+      if (only !== undefined && !only.some((c) => c.tool === entry.tool)) continue;
+      if (best !== null && (this.#rank.get(entry.tool) ?? 0) >= (this.#rank.get(best.tool) ?? 0)) continue;
+      lenient ??= lenientPath(input.path);
+      const readings = entry.matcher.matchLenient(input.method, input.path, lenient);
+      if (readings !== null) best = new LenientMatch(entry.tool, readings);
+    }
+    return best;
+  }
+
+  /** Whether some tool on the request's host and port has this path, whatever its method. */
+  governsPath(input: Omit<RouteInput, 'method'>): boolean {
+    for (const entry of this.#entriesOn(input.host, input.port)) {
+      if (entry.matcher.path.match(input.path) !== null) return true;
+    }
+    return false;
+  }
+
+  /**
+   * The exact host names tools name (no IP literals, no wildcards): the names whose addresses
+   * the engine resolves so that a request addressed by IP is still that host's (DESIGN.md §4.1).
+   */
+  get exactNames(): readonly string[] {
+    return [...this.#exact.keys()].filter((host) => !isIpLiteral(host));
+  }
+
+  /** Whether a tool names `host` literally (an exact entry, any port). */
+  namesExactly(host: string): boolean {
+    return this.#exact.has(host);
+  }
+
+  *#entriesOn(host: string, port: number): Generator<Entry> {
+    const exact = this.#exact.get(host);
+    if (exact !== undefined) {
+      for (const e of exact) if (anyHostMatches(e.patterns, host, port)) yield e;
+    }
+    for (const bucket of this.#wildcards) {
+      if (host.length > bucket.suffix.length && host.endsWith(bucket.suffix)) {
+        for (const e of bucket.entries) if (anyHostMatches(e.patterns, host, port)) yield e;
+      }
+    }
+  }
+}
+
+function anyEntryOnPort(entries: readonly Entry[], host: string, port: number | undefined): boolean {
+  if (port === undefined) return entries.length > 0;
+  for (const e of entries) if (anyHostMatches(e.patterns, host, port)) return true;
+  return false;
 }
 
 function collect(

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { canonicalHost } from './canonical-host.js';
 
 /** One compiled `match.hosts` entry. */
 export interface HostPattern {
@@ -51,10 +52,12 @@ export function parseHostPattern(entry: string): HostPattern {
   if (hostPart.includes('*'))
     throw new Error(`${JSON.stringify(entry)}: * is only allowed as a whole first label (*.example.com)`);
   if (isIP(hostPart) === 6) {
-    const v6 = canonicalIPv6(hostPart);
-    return { kind: 'exact', host: v6, port, text: port === null ? v6 : `[${v6}]${portText}` };
+    // canonicalHost, as the request side: an IPv4-mapped entry (`::ffff:10.0.0.7`) is that IPv4.
+    const ip = canonicalHost(hostPart);
+    const text = isIP(ip) === 6 && port !== null ? `[${ip}]${portText}` : `${ip}${portText}`;
+    return { kind: 'exact', host: ip, port, text };
   }
-  const host = canonicalName(hostPart, entry);
+  const host = canonicalHost(canonicalName(hostPart, entry));
   return { kind: 'exact', host, port, text: `${host}${portText}` };
 }
 
@@ -89,8 +92,4 @@ function canonicalName(name: string, entry: string): string {
   if (!HOSTNAME.test(host) || host.length > 253)
     throw new Error(`${JSON.stringify(entry)} is not a valid host name`);
   return host;
-}
-
-function canonicalIPv6(address: string): string {
-  return new URL(`http://[${address}]/`).hostname.slice(1, -1);
 }

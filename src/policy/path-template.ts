@@ -1,6 +1,6 @@
 type TemplateSegment =
-  | { readonly literal: string; readonly capture: null }
-  | { readonly literal: null; readonly capture: string };
+  | { readonly literal: string; readonly folded: string; readonly capture: null }
+  | { readonly literal: null; readonly folded: null; readonly capture: string };
 
 const CAPTURE = /^\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
 const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze(Object.create(null));
@@ -35,11 +35,11 @@ export class PathTemplate {
         const name = m[1]!;
         if (captures.includes(name)) throw new Error(`capture {${name}} is used twice`);
         captures.push(name);
-        segments.push({ literal: null, capture: name });
+        segments.push({ literal: null, folded: null, capture: name });
       } else if (/[{}]/.test(part)) {
         throw new Error(`segment ${JSON.stringify(part)}: a {name} capture must be a whole segment`);
       } else {
-        segments.push({ literal: part, capture: null });
+        segments.push({ literal: part, folded: part.toLowerCase(), capture: null });
       }
     }
     this.text = text;
@@ -54,6 +54,19 @@ export class PathTemplate {
    * with indexOf instead of split() so a miss allocates nothing.
    */
   match(path: string): Readonly<Record<string, string>> | null {
+    return this.#match(path, false);
+  }
+
+  /**
+   * As `match`, but literal segments compare case-insensitively: how a case-insensitive server
+   * (IIS, many Windows-hosted and some Java routers) would read the path. Used only to tell a
+   * near miss of a governed route, never to govern.
+   */
+  matchFolded(path: string): Readonly<Record<string, string>> | null {
+    return this.#match(path, true);
+  }
+
+  #match(path: string, fold: boolean): Readonly<Record<string, string>> | null {
     if (path.charCodeAt(0) !== 47) return null;
     let end = path.length;
     if (end > 1 && path.charCodeAt(end - 1) === 47) end--;
@@ -66,7 +79,9 @@ export class PathTemplate {
       let next = path.indexOf('/', pos);
       if (next === -1 || next > end) next = end;
       if (seg.capture === null) {
-        if (next - pos !== seg.literal.length || !path.startsWith(seg.literal, pos)) return null;
+        if (next - pos !== seg.literal.length) return null;
+        if (fold ? path.slice(pos, next).toLowerCase() !== seg.folded : !path.startsWith(seg.literal, pos))
+          return null;
       } else {
         if (next === pos) return null;
         let value: string;

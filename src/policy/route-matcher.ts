@@ -1,4 +1,5 @@
 import { type HostPattern, hostMatches } from './host-pattern.js';
+import type { LenientPath } from './lenient-match.js';
 import type { PathTemplate } from './path-template.js';
 import type { CompiledPath, RouteInput, RouteMatch, ToolMatcher } from './types.js';
 
@@ -67,6 +68,28 @@ export class RouteMatcher implements ToolMatcher {
     return input.method === this.method ? this.path.match(input.path) : null;
   }
 
+  /**
+   * The lenient readings under which `method` and the lenient path hit this route when the strict
+   * path does not (`case folded` added when only a case-insensitive comparison hits), or hit it
+   * with other captures than the strict path does (`/items/1;v` is `{id: "1;v"}` strictly, `1` to
+   * a server that drops `;params`: a key on `id` would not see the repeat). `null` when no
+   * reading does. The classifier has already matched the host.
+   */
+  matchLenient(method: string, strictPath: string, lenient: LenientPath): readonly string[] | null {
+    if (method !== this.method) return null;
+    const strict = this.path.match(strictPath);
+    if (strict !== null) {
+      if (lenient.readings.length === 0) return null;
+      const loose = this.path.match(lenient.path);
+      return loose !== null && !sameParams(strict, loose)
+        ? [...lenient.readings, 'captures read differently']
+        : null;
+    }
+    if (lenient.readings.length > 0 && this.path.match(lenient.path) !== null) return lenient.readings;
+    if (this.path.matchFolded(lenient.path) !== null) return [...lenient.readings, 'case folded'];
+    return null;
+  }
+
   matchesBody(body: unknown): boolean {
     if (!this.hasBodyConditions) return true;
     if (body === undefined) return false; // not JSON: conditions cannot hold
@@ -79,6 +102,11 @@ export class RouteMatcher implements ToolMatcher {
   explain(): string {
     return this.#explain;
   }
+}
+
+function sameParams(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  for (const k in a) if (a[k] !== b[k]) return false;
+  return true;
 }
 
 function compareEntries(a: [string, BodyScalar], b: [string, BodyScalar]): number {

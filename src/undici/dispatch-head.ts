@@ -1,7 +1,12 @@
 /** Turning undici dispatch options into the gate's request head: origin, path and query, headers. */
 import { stringify as stringifyQuery } from 'node:querystring';
 import type { Dispatcher } from 'undici';
-import { type GateRequestHead, type HeaderMap, MAX_CONTEXT_VALUE_LENGTH } from '../engine/index.js';
+import {
+  type GateRequestHead,
+  type HeaderMap,
+  MAX_CONTEXT_VALUE_LENGTH,
+  normalizeHost,
+} from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 
 type DispatchOptions = Dispatcher.DispatchOptions;
@@ -28,7 +33,8 @@ export function parseOrigin(origin: string | URL | undefined): Origin | null {
     if (url.protocol === 'http:' || url.protocol === 'https:') {
       const scheme = url.protocol === 'http:' ? 'http' : 'https';
       const port = url.port === '' ? (scheme === 'http' ? 80 : 443) : Number(url.port);
-      parsed = { scheme, host: url.hostname, port };
+      // Canonical (no brackets, IPv4-mapped IPv6 as IPv4): the host the engine classifies.
+      parsed = { scheme, host: normalizeHost(url.hostname), port };
     }
   } catch {
     parsed = null;

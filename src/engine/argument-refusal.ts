@@ -1,0 +1,61 @@
+import { EffectgateError } from '../errors.js';
+import type { BodyLimits } from './json-scan.js';
+
+/** The transport problem a refusal is answered with (status and title: `problem-response.ts`). */
+export type ArgumentProblem = 'arguments_ambiguous' | 'body_too_complex';
+
+/**
+ * Arguments the gate refuses to read, before any store round trip and with nothing sent: the
+ * client's error, answered 422 (ambiguous) or 413 (too complex) by `Gate.handle()`. Every text of
+ * these refusals is written here, once.
+ */
+export class ArgumentRefusal extends EffectgateError {
+  readonly problem: ArgumentProblem;
+  /** JSONPath (over the argument document) of what was refused, e.g. `$.body.items[2].id`. */
+  readonly path: string | null;
+
+  private constructor(problem: ArgumentProblem, path: string | null, detail: string) {
+    super(
+      problem === 'arguments_ambiguous' ? 'EG_ERR_ARGUMENTS_AMBIGUOUS' : 'EG_ERR_BODY_TOO_COMPLEX',
+      detail,
+    );
+    this.name = 'ArgumentRefusal';
+    this.problem = problem;
+    this.path = path;
+  }
+
+  /** A JSON member name given twice in one object: JSON.parse keeps the last, some servers the first. */
+  static duplicateMember(path: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'arguments_ambiguous',
+      path,
+      `The JSON body gives the member ${path} more than once. Parsers disagree on which one counts (the first or the last), so the gate could key this call on one value while the destination acts on the other. Send each member once. Nothing was sent.`,
+    );
+  }
+
+  /** A repeated query parameter or form field that one of the tool's key paths reads. */
+  static repeatedParameter(path: string, keyPath: string, toolId: string): ArgumentRefusal {
+    const what = path.startsWith('$.query') ? 'query parameter' : 'form field';
+    return new ArgumentRefusal(
+      'arguments_ambiguous',
+      path,
+      `The ${what} ${path} is given more than once, and the key path ${keyPath} of tool ${toolId} reads it. Servers disagree on which value counts, so the gate cannot tell which effect this call asks for. Send it once. Nothing was sent.`,
+    );
+  }
+
+  static tooDeep(path: string, limits: BodyLimits): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'body_too_complex',
+      path,
+      `The JSON body nests arrays and objects deeper than ${limits.maxDepth} levels (at ${path}). The gate reads every governed body before deciding, and refuses shapes no API payload needs. Flatten the body. Nothing was sent.`,
+    );
+  }
+
+  static tooManyNodes(limits: BodyLimits): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'body_too_complex',
+      null,
+      `The body holds more than ${limits.maxNodes} values and member names (or form fields). The gate reads every governed body before deciding, and refuses shapes no API payload needs. Send fewer items per call. Nothing was sent.`,
+    );
+  }
+}

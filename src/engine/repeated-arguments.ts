@@ -1,0 +1,59 @@
+import type { CompiledPath, Tool } from '../policy/index.js';
+import { type ArgumentDocument, contentTypeOf, isFormBody } from './argument-document.js';
+import { ArgumentRefusal } from './argument-refusal.js';
+import { appendStep } from './json-scan.js';
+import type { GateRequest } from './types.js';
+
+/**
+ * Refuses a repeated query parameter or form field that a key path of `tool` reads (DESIGN.md
+ * §4.1 "Spellings"): `?order=42&order=x1` is `42` to a first-wins server and `x1` to a last-wins
+ * one, so the key could name another effect than the one the destination performs. A repeat no key
+ * path reads is left alone: it cannot change which effect the gate recognises.
+ *
+ * The paths the tool declares are evaluated over a probe document holding only the repeated names,
+ * each bound to a fresh marker, so any spelling that reaches one (`$.query.order`,
+ * `$.query.order[0]`, `$.query.*`, `$..order`) is caught without re-implementing JSONPath.
+ *
+ * @throws {ArgumentRefusal} naming the first repeated argument a key path reads.
+ */
+export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, args: ArgumentDocument): void {
+  const paths = keyPaths(tool);
+  if (paths.length === 0) return;
+  const markers = new Map<unknown, string>();
+  const query = probe(args.query, '$.query', markers);
+  const body = isFormBody(contentTypeOf(request)) ? probe(args.body, '$.body', markers) : {};
+  // Repeats are rare: most requests end here without evaluating anything.
+  if (markers.size === 0) return;
+  const document = { path: {}, query, body };
+  for (const path of paths) {
+    for (const found of path.evaluate(document)) {
+      const repeated = markers.get(found);
+      if (repeated !== undefined) throw ArgumentRefusal.repeatedParameter(repeated, path.expression, tool.id);
+    }
+  }
+}
+
+/** The paths that say which effect a call is: the dedupe key and the reconcile lookup's arguments. */
+function keyPaths(tool: Tool): readonly CompiledPath[] {
+  const key = tool.dedupe?.key ?? [];
+  const reconcile = tool.reconcile?.match.map((m) => m.argument) ?? [];
+  return reconcile.length === 0 ? key : [...key, ...reconcile];
+}
+
+/**
+ * `{ name: [marker, marker] }` for every repeated name of `record` (parsed queries and forms hold an
+ * array only for a name given more than once); each marker and the array map to the name's path.
+ */
+function probe(record: unknown, root: string, markers: Map<unknown, string>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (record === null || typeof record !== 'object') return out;
+  for (const [name, value] of Object.entries(record)) {
+    if (!Array.isArray(value)) continue;
+    const path = appendStep(root, name);
+    const items = value.map(() => ({}));
+    for (const m of items) markers.set(m, path);
+    markers.set(items, path);
+    Object.defineProperty(out, name, { value: items, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}

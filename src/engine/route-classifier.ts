@@ -1,0 +1,155 @@
+/**
+ * Which tool a request head is, whatever spelling it comes in (DESIGN.md §4.1 "Spellings"): the
+ * host as canonicalized by `normalizeHead`, or the governed name an IP literal belongs to
+ * (`GovernedAddresses`); the method a method-override names when a tool on the route governs it;
+ * and, when nothing matches strictly, whether a lenient server would route it to a tool anyway
+ * (a near miss, which the gate refuses rather than lets out ungoverned).
+ *
+ * Cost for a host no tool names: one Map lookup for the address and the classifier's own
+ * pre-check; no header is read, no query parsed, no DNS asked.
+ */
+import type { Classification, Classifier, LenientMatch } from '../policy/index.js';
+import type { GovernedAddresses } from './governed-addresses.js';
+import type { GateRequestHead, HeaderMap } from './types.js';
+
+/** Method-override headers common frameworks honour (Rails, Express method-override, ASP.NET, Symfony). */
+const OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override'] as const;
+const METHOD_PARAM = '_method';
+const TOKEN = /^[A-Za-z]+$/;
+const NONE: readonly Classification[] = Object.freeze([]);
+
+/** A method the request asks a server to use instead of its own, and where it said so. */
+export interface MethodOverride {
+  readonly method: string;
+  /** `x-http-method-override`, `?_method`, or `body _method`. */
+  readonly source: string;
+}
+
+export interface HeadRoute {
+  /** Tools the head matches under `host` and `method`, in selection order (empty: ungoverned). */
+  readonly candidates: readonly Classification[];
+  /** The method classified by: an override that a tool on the route governs, else the real one. */
+  readonly method: string;
+  /** Set when `method` came from an override. */
+  readonly override: MethodOverride | null;
+  /** The governed host name the request was classified as, when it was addressed by one of its IPs. */
+  readonly resolvedHost: string | null;
+}
+
+export class RouteClassifier {
+  readonly #classifier: Classifier;
+  readonly #addresses: GovernedAddresses;
+
+  constructor(classifier: Classifier, addresses: GovernedAddresses) {
+    this.#classifier = classifier;
+    this.#addresses = addresses;
+  }
+
+  /** Whether a tool may govern requests to `host:port` (CONNECT interception), by name or address. */
+  mayGovern(host: string, port: number): boolean {
+    return this.#hosts(host, port).length > 0;
+  }
+
+  /**
+   * The tools `head` is. `body` is the parsed body once it has been read (a form's `_method` is an
+   * override too); `undefined` from `route()`, which sees only the head.
+   */
+  classify(head: GateRequestHead, body?: unknown): HeadRoute {
+    const hosts = this.#hosts(head.host, head.port);
+    if (hosts.length === 0) return ungoverned(head);
+    const overrides = methodOverrides(head, body);
+    for (const host of hosts) {
+      const resolvedHost = host === head.host ? null : host;
+      for (const override of overrides) {
+        if (override.method === head.method) continue;
+        const candidates = this.#classifier.candidates({ ...head, host, method: override.method });
+        if (candidates.length > 0) return { candidates, method: override.method, override, resolvedHost };
+      }
+      const candidates = this.#classifier.candidates(host === head.host ? head : { ...head, host });
+      if (candidates.length > 0) return { candidates, method: head.method, override: null, resolvedHost };
+    }
+    return ungoverned(head);
+  }
+
+  /**
+   * A tool `head` misses strictly but would hit under a lenient server's reading, or (`route`
+   * given, with candidates) one of its strict candidates that a lenient reading reaches with other
+   * captures; `null` if none.
+   */
+  nearMiss(head: GateRequestHead, route?: HeadRoute): LenientMatch | null {
+    if (route !== undefined && route.candidates.length > 0) {
+      const host = route.resolvedHost ?? head.host;
+      const input = { host, port: head.port, method: route.method, path: head.path };
+      return this.#classifier.lenient(input, route.candidates);
+    }
+    const hosts = this.#hosts(head.host, head.port);
+    if (hosts.length === 0) return null;
+    const methods = [head.method, ...methodOverrides(head, undefined).map((o) => o.method)];
+    for (const host of hosts) {
+      for (const method of methods) {
+        const near = this.#classifier.lenient({ host, port: head.port, method, path: head.path });
+        if (near !== null) return near;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Whether the body must be read to classify a head that matched nothing: a form body may carry
+   * `_method`, and a tool on this very path governs some method.
+   */
+  needsBody(head: GateRequestHead): boolean {
+    if (!isForm(head.headers)) return false;
+    for (const host of this.#hosts(head.host, head.port)) {
+      if (this.#classifier.governsPath({ host, port: head.port, path: head.path })) return true;
+    }
+    return false;
+  }
+
+  /** The governed hosts a request to `host:port` is: itself, and the names an address belongs to. */
+  #hosts(host: string, port: number): readonly string[] {
+    const names = this.#addresses.namesFor(host);
+    const self = this.#classifier.mayGovern(host, port);
+    if (names.length === 0) return self ? [host] : NO_HOSTS;
+    const governed = names.filter((name) => this.#classifier.mayGovern(name, port));
+    return self ? [host, ...governed] : governed;
+  }
+}
+
+const NO_HOSTS: readonly string[] = Object.freeze([]);
+
+function ungoverned(head: GateRequestHead): HeadRoute {
+  return { candidates: NONE, method: head.method, override: null, resolvedHost: null };
+}
+
+/** Every override the request carries, headers first, then `?_method`, then a form's `_method`. */
+function methodOverrides(head: GateRequestHead, body: unknown): MethodOverride[] {
+  const out: MethodOverride[] = [];
+  for (const name of OVERRIDE_HEADERS) {
+    const value = head.headers[name];
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) push(out, v, name);
+  }
+  if (head.query.includes(METHOD_PARAM)) {
+    for (const v of new URLSearchParams(head.query).getAll(METHOD_PARAM)) push(out, v, `?${METHOD_PARAM}`);
+  }
+  if (body !== null && typeof body === 'object' && isForm(head.headers)) {
+    const v = (body as Record<string, unknown>)[METHOD_PARAM];
+    for (const item of Array.isArray(v) ? v : [v]) {
+      if (typeof item === 'string') push(out, item, `body ${METHOD_PARAM}`);
+    }
+  }
+  return out;
+}
+
+function push(out: MethodOverride[], raw: string, source: string): void {
+  // Servers upper-case the value (Rails, method-override); a comma list is one value too many.
+  const method = raw.trim().toUpperCase();
+  if (TOKEN.test(method)) out.push({ method, source });
+}
+
+function isForm(headers: HeaderMap): boolean {
+  const ct = headers['content-type'];
+  const first = Array.isArray(ct) ? ct[0] : ct;
+  return first?.toLowerCase().startsWith('application/x-www-form-urlencoded') === true;
+}

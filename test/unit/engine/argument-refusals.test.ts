@@ -1,0 +1,127 @@
+import { describe, expect, it } from 'vitest';
+import { buildArgumentDocument, parseBody } from '../../../src/engine/argument-document.js';
+import { ArgumentRefusal } from '../../../src/engine/argument-refusal.js';
+import { refuseRepeatedKeyArguments } from '../../../src/engine/repeated-arguments.js';
+import type { GateRequest } from '../../../src/engine/types.js';
+import { parsePolicyFiles, type Tool } from '../../../src/policy/index.js';
+
+const tools = parsePolicyFiles([
+  {
+    file: 'r.yaml',
+    text: `
+version: 1
+tools:
+  - id: shop.refund
+    match: { hosts: [shop.example], method: POST, path: /refunds }
+    effect: financial
+    dedupe: { key: [$.query.order, $.body.title], window: 24h }
+  - id: shop.any
+    match: { hosts: [shop.example], method: POST, path: /any }
+    effect: create
+    dedupe: { key: ["$.query.*", "$.query..ref"], window: 24h }
+  - id: shop.reconciled
+    match: { hosts: [shop.example], method: POST, path: /rec }
+    effect: create
+    reconcile: { method: GET, path: /rec, items: "$[*]", match: { $.id: "$.query.id[0]" } }
+`,
+  },
+]).tools;
+const [refund, any, reconciled] = tools as [Tool, Tool, Tool];
+
+function req(query: string, body: string, contentType = 'application/json'): GateRequest {
+  return {
+    scheme: 'https',
+    method: 'POST',
+    host: 'shop.example',
+    port: 443,
+    path: '/refunds',
+    query,
+    headers: { 'content-type': contentType },
+    body: new TextEncoder().encode(body),
+    context: { run: null, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
+  };
+}
+
+function refusal(fn: () => unknown): ArgumentRefusal {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ArgumentRefusal) return err;
+    throw err;
+  }
+  throw new Error('expected an ArgumentRefusal');
+}
+
+function check(tool: Tool, r: GateRequest): void {
+  refuseRepeatedKeyArguments(tool, r, buildArgumentDocument(r, {}));
+}
+
+describe('parseBody refusals', () => {
+  it('refuses a duplicate member with 422 arguments_ambiguous naming its path', () => {
+    const err = refusal(() =>
+      parseBody(new TextEncoder().encode('{"title":"Refund 42","title":"x1"}'), undefined),
+    );
+    expect(err).toMatchObject({
+      problem: 'arguments_ambiguous',
+      path: '$.body.title',
+      code: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
+    });
+    expect(err.message).toContain('$.body.title');
+    expect(err.message).toContain('Nothing was sent');
+  });
+
+  it('leaves a duplicate in a body JSON.parse rejects alone: it is not JSON, so no key reads it', () => {
+    expect(parseBody(new TextEncoder().encode('{"a":1,"a":2,}'), 'application/json')).toBeUndefined();
+  });
+
+  it('refuses too deep and too many nodes with body_too_complex, and honours given limits', () => {
+    const deep = new TextEncoder().encode(`[${'['.repeat(64)}${']'.repeat(64)}]`);
+    expect(refusal(() => parseBody(deep, undefined))).toMatchObject({
+      problem: 'body_too_complex',
+      code: 'EG_ERR_BODY_TOO_COMPLEX',
+    });
+    expect(parseBody(deep, undefined, { maxDepth: 100, maxNodes: 1000 })).toBeInstanceOf(Array);
+    const many = new TextEncoder().encode('[1,2,3,4,5]');
+    expect(refusal(() => parseBody(many, undefined, { maxDepth: 8, maxNodes: 5 })).problem).toBe(
+      'body_too_complex',
+    );
+    const form = new TextEncoder().encode('a=1&b=2&c=3');
+    const formType = 'application/x-www-form-urlencoded';
+    expect(refusal(() => parseBody(form, formType, { maxDepth: 8, maxNodes: 2 })).path).toBeNull();
+    expect(parseBody(form, formType, { maxDepth: 8, maxNodes: 3 })).toEqual({ a: '1', b: '2', c: '3' });
+  });
+
+  it('still reads text that is not JSON as no body', () => {
+    expect(parseBody(new TextEncoder().encode('hello'), 'text/plain')).toBeUndefined();
+    expect(parseBody(new TextEncoder().encode('{"a":1}\n{"a":1}'), 'application/x-ndjson')).toBeUndefined();
+  });
+});
+
+describe('refuseRepeatedKeyArguments', () => {
+  it('refuses a repeated query parameter a key path reads, naming the parameter and the key path', () => {
+    const err = refusal(() => check(refund, req('order=42&order=x1', '{"title":"t"}')));
+    expect(err).toMatchObject({ problem: 'arguments_ambiguous', path: '$.query.order' });
+    expect(err.message).toContain('query parameter $.query.order');
+    expect(err.message).toContain('key path $.query.order of tool shop.refund');
+  });
+
+  it('leaves a repeat no key path reads alone', () => {
+    expect(() => check(refund, req('tag=a&tag=b&order=42', '{"title":"t"}'))).not.toThrow();
+  });
+
+  it('refuses a repeated form field a key path reads', () => {
+    const form = 'application/x-www-form-urlencoded';
+    const err = refusal(() => check(refund, req('order=1', 'title=Refund+42&title=x1', form)));
+    expect(err.path).toBe('$.body.title');
+    expect(err.message).toContain('form field $.body.title');
+    // In a JSON body an array is data, not a repeat.
+    expect(() => check(refund, req('order=1', '{"title":["a","b"]}'))).not.toThrow();
+  });
+
+  it('catches wildcard, descendant, index and reconcile spellings that reach the repeat', () => {
+    expect(refusal(() => check(any, req('x=1&x=2', '{}'))).path).toBe('$.query.x');
+    expect(refusal(() => check(any, req('ref=1&ref=2', '{}'))).path).toBe('$.query.ref');
+    expect(refusal(() => check(reconciled, req('id=1&id=2', '{}'))).message).toContain('$.query.id[0]');
+    expect(() => check(reconciled, req('id=1', '{}'))).not.toThrow();
+  });
+});
