@@ -38,6 +38,11 @@ export const PROXY_OPTIONS = {
   'instance-id': { type: 'string' },
   'drain-timeout': { type: 'string', default: '10s' },
   'authority-key-file': { type: 'string' },
+  'max-connections': { type: 'string' },
+  'max-connections-per-client': { type: 'string' },
+  'keep-alive-timeout': { type: 'string' },
+  'tunnel-peek-timeout': { type: 'string' },
+  'tunnel-idle-timeout': { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 /**
@@ -80,6 +85,29 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const heartbeatMs = positiveDuration('--heartbeat', values.heartbeat);
   const staleAfterMs = positiveDuration('--stale-after', values['stale-after']);
   const drainTimeoutMs = positiveDuration('--drain-timeout', values['drain-timeout']);
+  // Only the limits given; the rest keep DEFAULT_PROXY_LIMITS (src/proxy/proxy-limits.ts).
+  const limits = {
+    ...(values['max-connections'] === undefined
+      ? {}
+      : { maxConnections: checkPositiveInt('--max-connections', values['max-connections']) }),
+    ...(values['max-connections-per-client'] === undefined
+      ? {}
+      : {
+          maxConnectionsPerClient: checkPositiveInt(
+            '--max-connections-per-client',
+            values['max-connections-per-client'],
+          ),
+        }),
+    ...(values['keep-alive-timeout'] === undefined
+      ? {}
+      : { keepAliveTimeoutMs: positiveDuration('--keep-alive-timeout', values['keep-alive-timeout']) }),
+    ...(values['tunnel-peek-timeout'] === undefined
+      ? {}
+      : { tunnelPeekTimeoutMs: positiveDuration('--tunnel-peek-timeout', values['tunnel-peek-timeout']) }),
+    ...(values['tunnel-idle-timeout'] === undefined
+      ? {}
+      : { tunnelIdleTimeoutMs: positiveDuration('--tunnel-idle-timeout', values['tunnel-idle-timeout']) }),
+  };
   // Stable across restarts, so this gate's next start recovers what this life leaves in flight.
   const instanceId =
     values['instance-id'] === undefined
@@ -125,6 +153,8 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     const proxy = createProxyServer({
       gate,
       allowConnectPorts,
+      limits,
+      logger,
       ...(agents === undefined ? {} : { agents }),
       ...(ca === undefined ? {} : { ca }),
       ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),

@@ -4,20 +4,35 @@
  *
  * 1. Before anything is connected, the gate routes a head for the authority (method `CONNECT`,
  *    path `/`); a refusal (`default: block`) is answered on the raw socket.
- * 2. Once the tunnel is up, the client's first bytes say what it carries (DESIGN.md §4.2). A TLS
- *    handshake is relayed byte for byte, unless the proxy has a local CA (`--ca-dir`) and some tool
- *    names the host: then TLS is terminated with a leaf for the host and the decrypted stream is
- *    served like plain HTTP, as `https://` requests. Anything else is plain HTTP/1.1 (undici's `ProxyAgent`
- *    and `EnvHttpProxyAgent` tunnel `http://` URLs by default): it is served by the proxy's own
- *    node:http server, where the `ForwardHandler` targets the tunnel's authority, so each request
- *    is routed and governed exactly like an absolute-form one.
+ * 2. Once the tunnel is up, the client's first bytes say what it carries (DESIGN.md §4.2, see
+ *    `peekTunnel`). For TLS the whole ClientHello is read and its SNI is routed too, the same way
+ *    the CONNECT authority was: the authority is only what the client asked the proxy for, the SNI
+ *    is the host the session is for (`CONNECT 140.82.112.5:443` with SNI `api.github.com` is a
+ *    session with api.github.com). Then, in this order:
+ *    - the SNI is refused (`default: block`): the tunnel is closed;
+ *    - the SNI names a governed host: with a local CA (`--ca-dir`) TLS is terminated with a leaf
+ *      for the SNI host and the decrypted stream is served as `https://` requests to that host;
+ *      without one the tunnel is closed, never relayed ungoverned;
+ *    - the CONNECT host is governed and there is a CA: intercepted as the CONNECT host (a client
+ *      that checks the certificate against another SNI name then aborts the handshake);
+ *    - otherwise TLS is relayed byte for byte, never decrypted.
+ *    The `200` already went out, so a closed TLS tunnel gets a fatal `access_denied` alert (the
+ *    client's TLS library reports it), a warning log line and a counter.
+ *    Anything else is plain HTTP/1.1 (undici's `ProxyAgent` and `EnvHttpProxyAgent` tunnel
+ *    `http://` URLs by default): it is served by the proxy's own node:http server, where the
+ *    `ForwardHandler` targets the tunnel's authority (a `Host` naming another destination is
+ *    refused, `parseTunnelTarget`), so each request is routed and governed exactly like an
+ *    absolute-form one.
+ * 3. A relayed tunnel silent both ways for `tunnelIdleTimeoutMs` is closed; so is one that says
+ *    nothing decisive within `tunnelPeekTimeoutMs` (`ProxyLimits`).
  */
 import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { GateHandler } from '../engine/index.js';
+import type { GateHandler, GateLogger, RouteDecision } from '../engine/index.js';
 import {
   errorCode,
+  formatAuthority,
   isTimeoutCode,
   normalizeHead,
   normalizeHost,
@@ -29,6 +44,9 @@ import type { CertificateAuthority } from './certificate-authority.js';
 import { interceptTls } from './intercept-tls.js';
 import { type Authority, parseAuthority } from './parse-target.js';
 import type { ProxyAuthenticator } from './proxy-auth.js';
+import type { ProxyCounter, ProxyCounters } from './proxy-counters.js';
+import type { ProxyLimits } from './proxy-limits.js';
+import { type Peeked, peekTunnel } from './tunnel-peek.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
 
@@ -49,17 +67,36 @@ export interface ConnectTunnelOptions {
    * tunnel inherits the scope they prove. Absent: sidecar mode.
    */
   readonly auth?: ProxyAuthenticator | undefined;
+  readonly limits: Pick<ProxyLimits, 'tunnelPeekTimeoutMs' | 'tunnelIdleTimeoutMs'>;
+  readonly counters: ProxyCounters;
+  readonly logger?: GateLogger | undefined;
 }
 
 export const DEFAULT_CONNECT_PORTS: readonly number[] = [443, 80];
 
 const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 
-/** First byte of a TLS record carrying a handshake (RFC 8446 §5.1, ContentType handshake = 22). */
-const TLS_HANDSHAKE = 0x16;
+/**
+ * A fatal `access_denied` alert (RFC 8446 §6), sent in the clear before closing a TLS tunnel the
+ * gate refuses after its `200`: the client's TLS library names the refusal instead of a bare reset.
+ */
+const TLS_ACCESS_DENIED = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49]);
 
 type TunnelState = 'connecting' | 'peeking' | 'relaying' | 'serving';
-type Carries = 'relaying' | 'serving' | 'intercepting';
+
+/** What a peeked tunnel gets. */
+type Carries =
+  | { readonly kind: 'relay' }
+  | { readonly kind: 'serve' }
+  | { readonly kind: 'intercept'; readonly authority: Authority }
+  | { readonly kind: 'close'; readonly counter: ProxyCounter | null; readonly reason: string };
+
+/** How the tunnel's names are routed: the CONNECT authority's decision, and any other host's. */
+interface TunnelRouting {
+  readonly authority: Authority;
+  readonly decision: RouteDecision;
+  readonly route: (host: string) => RouteDecision;
+}
 
 export class ConnectTunnel {
   readonly #gate: GateHandler;
@@ -69,6 +106,9 @@ export class ConnectTunnel {
   readonly #serveHttp: (socket: Duplex) => void;
   readonly #ca: CertificateAuthority | undefined;
   readonly #auth: ProxyAuthenticator | undefined;
+  readonly #limits: ConnectTunnelOptions['limits'];
+  readonly #counters: ProxyCounters;
+  readonly #logger: GateLogger | undefined;
 
   constructor(options: ConnectTunnelOptions) {
     this.#gate = options.gate;
@@ -78,6 +118,9 @@ export class ConnectTunnel {
     this.#serveHttp = options.serveHttp;
     this.#ca = options.ca;
     this.#auth = options.auth;
+    this.#limits = options.limits;
+    this.#counters = options.counters;
+    this.#logger = options.logger;
   }
 
   /** The server's `connect` listener: `client` is the raw client socket, `head` bytes already read. */
@@ -119,23 +162,24 @@ export class ConnectTunnel {
     }
     // `govern` means some tool names the host: its TLS may be intercepted. `refuse` (a
     // `default: block` policy): nothing is connected. Otherwise the tunnel opens and whatever
-    // HTTP it carries is routed request by request.
-    const decision = this.#gate.route(
-      normalizeHead({
-        scheme: port === 443 ? 'https' : 'http',
-        method: 'CONNECT',
-        host,
-        port,
-        pathAndQuery: '/',
-        headers: req.headers,
-      }),
-    );
+    // HTTP it carries is routed request by request. The SNI, once read, is asked the same way.
+    const route = (name: string): RouteDecision =>
+      this.#gate.route(
+        normalizeHead({
+          scheme: port === 443 ? 'https' : 'http',
+          method: 'CONNECT',
+          host: name,
+          port,
+          pathAndQuery: '/',
+          headers: req.headers,
+        }),
+      );
+    const decision = route(host);
     if (decision.kind === 'refuse') {
       writeRawResponse(client, decision.response);
       return;
     }
-    const intercept = decision.kind === 'govern' && this.#ca !== undefined;
-    this.#open(client, head, { host: normalizeHost(host), port }, intercept, scope);
+    this.#open(client, head, { authority: { host: normalizeHost(host), port }, decision, route }, scope);
   }
 
   /**
@@ -143,13 +187,8 @@ export class ConnectTunnel {
    * tunnel that dies. A tunnel that turns out to carry plain HTTP drops this connection again: its
    * requests are dispatched by the forward handler's pools.
    */
-  #open(
-    client: Duplex,
-    head: Buffer,
-    authority: Authority,
-    intercept: boolean,
-    scope: Scope | undefined,
-  ): void {
+  #open(client: Duplex, head: Buffer, routing: TunnelRouting, scope: Scope | undefined): void {
+    const { authority } = routing;
     const upstream: Socket = connect({ host: authority.host, port: authority.port });
     let state: TunnelState = 'connecting';
     upstream.setTimeout(this.#connectTimeoutMs, () => {
@@ -166,20 +205,34 @@ export class ConnectTunnel {
         return;
       }
       client.write(ESTABLISHED);
-      this.#peek(client, head, upstream, intercept, (carries) => {
-        if (carries === 'relaying') {
-          state = carries;
-          relay(client, upstream);
-          return;
+      peekTunnel(client, head, upstream, this.#limits.tunnelPeekTimeoutMs, (peeked) => {
+        const carries = this.#carries(peeked, routing);
+        switch (carries.kind) {
+          case 'relay':
+            state = 'relaying';
+            // Every byte either way is a read or a write on `upstream`: its timer is the tunnel's.
+            upstream.setTimeout(this.#limits.tunnelIdleTimeoutMs, () => {
+              this.#counters.increment('tunnelsIdleClosed');
+              upstream.destroy();
+              client.destroy();
+            });
+            relay(client, upstream);
+            return;
+          case 'close':
+            this.#close(client, upstream, peeked, routing, carries);
+            return;
+          case 'intercept':
+            state = 'serving';
+            upstream.destroy();
+            this.#intercept(client, carries.authority, scope);
+            return;
+          case 'serve':
+            state = 'serving';
+            upstream.destroy();
+            this.#tunnels.add(client, { ...authority, scheme: 'http' }, scope);
+            this.#serveHttp(client);
+            return;
         }
-        state = 'serving';
-        upstream.destroy();
-        if (carries === 'intercepting') {
-          this.#intercept(client, authority, scope);
-          return;
-        }
-        this.#tunnels.add(client, { ...authority, scheme: 'http' }, scope);
-        this.#serveHttp(client);
       });
     });
     upstream.on('error', (err) => {
@@ -205,6 +258,80 @@ export class ConnectTunnel {
   }
 
   /**
+   * What the tunnel gets, from what it was seen to carry. Hosts no tool names are never
+   * decrypted; a governed host's TLS is never relayed unread when its SNI says so.
+   */
+  #carries(peeked: Peeked, routing: TunnelRouting): Carries {
+    switch (peeked.kind) {
+      case 'http':
+        return { kind: 'serve' };
+      case 'server_first':
+        return { kind: 'relay' };
+      case 'closed':
+        return { kind: 'close', counter: null, reason: 'the client left before sending a byte' };
+      case 'timeout':
+        return { kind: 'close', counter: 'tunnelsPeekTimedOut', reason: 'nothing decisive came in time' };
+      case 'bad_tls':
+        return { kind: 'close', counter: 'tunnelsRefusedBadClientHello', reason: peeked.reason };
+      case 'tls':
+        return this.#carriesTls(peeked.serverName, routing);
+    }
+  }
+
+  #carriesTls(serverName: string | null, routing: TunnelRouting): Carries {
+    const { authority, decision } = routing;
+    const sni = serverName === null ? null : normalizeHost(serverName);
+    const sniDecision = sni === null ? null : sni === authority.host ? decision : routing.route(sni);
+    if (sni !== null && sniDecision?.kind === 'refuse') {
+      return {
+        kind: 'close',
+        counter: 'tunnelsRefusedSniBlocked',
+        reason: `its SNI ${sni} is refused by the policies`,
+      };
+    }
+    if (sni !== null && sniDecision?.kind === 'govern') {
+      if (this.#ca === undefined) {
+        return {
+          kind: 'close',
+          counter: 'tunnelsRefusedSniUngovernable',
+          reason: `its SNI ${sni} is a governed host and the gate has no CA (--ca-dir) to intercept it`,
+        };
+      }
+      return { kind: 'intercept', authority: { host: sni, port: authority.port } };
+    }
+    if (decision.kind === 'govern' && this.#ca !== undefined) return { kind: 'intercept', authority };
+    return { kind: 'relay' };
+  }
+
+  /** Closes a tunnel refused after its `200`: a TLS alert when it carries TLS, a log line, a count. */
+  #close(client: Duplex, upstream: Socket, peeked: Peeked, routing: TunnelRouting, carries: Carries): void {
+    upstream.destroy();
+    if (carries.kind !== 'close' || carries.counter === null) {
+      client.destroy();
+      return;
+    }
+    this.#counters.increment(carries.counter);
+    this.#logger?.warn(
+      {
+        connect: formatAuthority(routing.authority.host, routing.authority.port),
+        sni: peeked.kind === 'tls' ? peeked.serverName : null,
+        counter: carries.counter,
+      },
+      `tunnel closed: ${carries.reason}`,
+    );
+    if (peeked.kind === 'tls' || peeked.kind === 'bad_tls') {
+      client.end(TLS_ACCESS_DENIED);
+      // Whatever the client still sends is read and dropped; the socket goes soon either way.
+      client.resume();
+      const timer = setTimeout(() => client.destroy(), 1_000);
+      timer.unref();
+      client.once('close', () => clearTimeout(timer));
+      return;
+    }
+    client.destroy();
+  }
+
+  /**
    * Serves the decrypted stream like plain HTTP; the upstream connection was only a reachability
    * check, each request being dispatched over TLS by the forward handler's pools.
    */
@@ -220,60 +347,6 @@ export class ConnectTunnel {
       () => client.destroy(),
     );
   }
-
-  /**
-   * Waits for the first bytes of the tunnel (the bytes sent with the CONNECT head count) and puts
-   * them back (`unshift`) for whoever reads the stream next, then says what the tunnel carries.
-   * HTTP is client-first: a destination that speaks first (SMTP, MySQL on an allowed port) is
-   * not an HTTP server, and its tunnel is relayed.
-   */
-  #peek(
-    client: Duplex,
-    head: Buffer,
-    upstream: Socket,
-    intercept: boolean,
-    decide: (carries: Carries) => void,
-  ): void {
-    if (head.length > 0) {
-      client.unshift(head);
-      decide(carriesOf(head, intercept));
-      return;
-    }
-    const stop = (): void => {
-      client.off('data', onClient);
-      client.off('end', onClientEnd);
-      upstream.off('data', onUpstream);
-      client.pause();
-      upstream.pause();
-    };
-    const onClient = (chunk: Buffer): void => {
-      stop();
-      client.unshift(chunk);
-      decide(carriesOf(chunk, intercept));
-    };
-    const onUpstream = (chunk: Buffer): void => {
-      stop();
-      upstream.unshift(chunk);
-      decide('relaying');
-    };
-    // Closed without a single byte: there is nothing to relay nor to serve.
-    const onClientEnd = (): void => {
-      stop();
-      client.destroy();
-    };
-    client.on('data', onClient);
-    client.once('end', onClientEnd);
-    upstream.on('data', onUpstream);
-  }
-}
-
-/**
- * TLS is relayed byte for byte, unread, unless `intercept` (a local CA and a host some tool
- * names): hosts no tool names are never decrypted.
- */
-function carriesOf(first: Buffer, intercept: boolean): Carries {
-  if (first[0] === TLS_HANDSHAKE) return intercept ? 'intercepting' : 'relaying';
-  return 'serving';
 }
 
 /** Byte-for-byte relay both ways, with backpressure and half-close. */

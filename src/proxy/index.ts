@@ -8,12 +8,9 @@ export {
   type LeafCertificate,
 } from './certificate-authority.js';
 export { type AuthResult, PROXY_AUTHENTICATE, ProxyAuthenticator } from './proxy-auth.js';
-export {
-  createProxyServer,
-  type ProxyServer,
-  type ProxyServerOptions,
-  type ProxyServerTimeouts,
-} from './proxy-server.js';
+export type { ProxyCounter, ProxyCountersSnapshot } from './proxy-counters.js';
+export { DEFAULT_PROXY_LIMITS, type ProxyLimits } from './proxy-limits.js';
+export { createProxyServer, type ProxyServer, type ProxyServerOptions } from './proxy-server.js';
 export {
   createUpstreamClient,
   DEFAULT_BODY_TIMEOUT_MS,

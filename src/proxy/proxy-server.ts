@@ -1,39 +1,38 @@
 /**
- * The forward proxy's node:http front: wiring only. Requests go to the `ForwardHandler`, CONNECT to
+ * The forward proxy's node:http front: wiring only. Every new connection is first admitted by the
+ * `ConnectionAdmission` (the connection caps); requests go to the `ForwardHandler`, CONNECT to
  * the `ConnectTunnel`, upgrades to the `UpgradeTunnel`; verdicts come from the `GateHandler`. A
  * CONNECT tunnel carrying plain HTTP (or intercepted HTTPS, decrypted) comes back to this same
- * server as a new connection.
+ * server as a new connection (already admitted: a tunnel is one client connection). Limits and
+ * their defaults: `proxy-limits.ts`.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AgentRegistry } from '../config/index.js';
-import type { GateHandler, GateResponse } from '../engine/index.js';
+import type { GateHandler, GateLogger, GateResponse } from '../engine/index.js';
 import { problemResponse } from '../engine/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
+import { ConnectionAdmission } from './connection-admission.js';
 import { ForwardHandler } from './forward-handler.js';
 import { ProxyAuthenticator } from './proxy-auth.js';
+import { ProxyCounters, type ProxyCountersSnapshot } from './proxy-counters.js';
+import { type ProxyLimits, resolveLimits } from './proxy-limits.js';
 import { TunnelSockets } from './tunnel-sockets.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
 import { writeRawResponse } from './write-raw-response.js';
-
-export interface ProxyServerTimeouts {
-  /** Time for a client to send a complete request head. Default 30 s. */
-  readonly headersTimeoutMs?: number;
-  /** Time for a client to send a complete request (head and body). Default 5 min. */
-  readonly requestTimeoutMs?: number;
-  /** How long an idle client connection is kept. Default 5 s. */
-  readonly keepAliveTimeoutMs?: number;
-}
 
 export interface ProxyServerOptions {
   readonly gate: GateHandler;
   readonly upstream?: UpstreamClientOptions;
   /** Ports CONNECT may reach. Default `[443, 80]`. */
   readonly allowConnectPorts?: readonly number[];
-  readonly timeouts?: ProxyServerTimeouts;
+  /** Timeouts and connection caps; each absent one is `DEFAULT_PROXY_LIMITS`'s. */
+  readonly limits?: Partial<ProxyLimits>;
+  /** Where refusals the proxy makes on its own (caps, closed tunnels) are logged. Absent: not logged. */
+  readonly logger?: GateLogger;
   /** The local CA (`--ca-dir`): HTTPS to hosts some tool names is intercepted and governed. */
   readonly ca?: CertificateAuthority;
   /**
@@ -49,6 +48,10 @@ export interface ProxyServer {
   listen(host: string, port: number): Promise<AddressInfo>;
   /** Stops listening, cuts every client connection and tunnel, then closes the upstream pools. */
   close(): Promise<void>;
+  /** What the proxy refused or cut on its own so far (caps, tunnel checks, idle timeouts). */
+  counters(): ProxyCountersSnapshot;
+  /** Client connections held now (the number the caps count). */
+  openConnections(): number;
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -59,12 +62,26 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const tunnels = new TunnelSockets();
   const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
-  const timeouts = options.timeouts ?? {};
+  const limits = resolveLimits(options.limits);
+  const counters = new ProxyCounters();
+  const admission = new ConnectionAdmission(limits, counters, options.logger);
 
   const server = createServer({
-    headersTimeout: timeouts.headersTimeoutMs ?? 30_000,
-    requestTimeout: timeouts.requestTimeoutMs ?? 300_000,
-    keepAliveTimeout: timeouts.keepAliveTimeoutMs ?? 5_000,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // How often node:http looks for connections past their head/request timeout (default 30 s,
+    // which lets a connection that never sends a byte live twice its headers timeout).
+    connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+  });
+  // The caps act before node:http reads a byte: its own `connection` listener (the one installed
+  // by createServer) runs only for admitted connections. Tunnel sockets handed back by
+  // `serveHttp` were admitted as the CONNECT's connection and are not counted twice.
+  const httpListeners = server.listeners('connection') as ((socket: Duplex) => void)[];
+  server.removeAllListeners('connection');
+  server.on('connection', (socket: Socket) => {
+    if (tunnels.tunnelOf(socket) === undefined && !admission.admit(socket)) return;
+    for (const listener of httpListeners) listener.call(server, socket);
   });
   const tunnel = new ConnectTunnel({
     gate,
@@ -73,6 +90,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     tunnels,
     ca: options.ca,
     auth,
+    limits,
+    counters,
+    logger: options.logger,
     serveHttp: (socket) => {
       // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
       // the same listeners, timeouts and keep-alive as any client connection.
@@ -80,7 +100,14 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       socket.resume();
     },
   });
-  const upgrade = new UpgradeTunnel(gate, tunnels, auth);
+  const upgrade = new UpgradeTunnel({
+    gate,
+    tunnels,
+    auth,
+    upstreamCa: options.upstream?.ca,
+    tunnelIdleTimeoutMs: limits.tunnelIdleTimeoutMs,
+    counters,
+  });
   server.on('request', (req, res) => forward.handle(req, res));
   server.on('checkContinue', (req, res) => forward.handle(req, res, true));
   server.on('connect', (req, socket, head) => tunnel.handle(req, socket, head));
@@ -124,6 +151,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       })();
       return closing;
     },
+    counters: () => counters.snapshot(),
+    openConnections: () => admission.open,
   };
 }
 

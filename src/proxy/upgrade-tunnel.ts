@@ -2,31 +2,80 @@
  * `Upgrade` requests (WebSocket) through the forward proxy, relayed by http-proxy-3 without
  * buffering. Only ungoverned traffic is relayed: a governed route's effects cannot be read out of
  * an opaque frame stream, so such an upgrade is refused.
+ *
+ * The upstream leg keeps the client's scheme: an upgrade read inside an intercepted TLS tunnel
+ * goes out over TLS (`wss`), verified against the system roots plus the proxy's upstream CA, never
+ * in the clear. The destination's `101` (or non-upgrade answer) loses any `Effectgate-*` field:
+ * that namespace is the gate's word. An upgraded connection silent both ways for
+ * `tunnelIdleTimeoutMs` is closed.
  */
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { rootCertificates } from 'node:tls';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import type { GateHandler } from '../engine/index.js';
-import { errorCode, formatAuthority, isTimeoutCode, upstreamFailedResponse } from '../engine/index.js';
+import {
+  errorCode,
+  formatAuthority,
+  isGateHeader,
+  isTimeoutCode,
+  rawWithoutGateHeaders,
+  upstreamFailedResponse,
+} from '../engine/index.js';
 import { resolveRequest } from './forward-handler.js';
 import type { ProxyAuthenticator } from './proxy-auth.js';
+import type { ProxyCounters } from './proxy-counters.js';
 import type { TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
+
+export interface UpgradeTunnelOptions {
+  readonly gate: GateHandler;
+  readonly tunnels: TunnelSockets;
+  readonly auth?: ProxyAuthenticator | undefined;
+  /** Extra trust anchors (PEM) for `wss` upstreams, added to the system roots (`--upstream-ca`). */
+  readonly upstreamCa?: string | Buffer | undefined;
+  readonly tunnelIdleTimeoutMs: number;
+  readonly counters: ProxyCounters;
+}
 
 export class UpgradeTunnel {
   readonly #gate: GateHandler;
   readonly #proxy: ProxyServer;
   readonly #tunnels: TunnelSockets;
   readonly #auth: ProxyAuthenticator | undefined;
+  readonly #ca: string | undefined;
 
-  constructor(gate: GateHandler, tunnels: TunnelSockets, auth?: ProxyAuthenticator) {
-    this.#gate = gate;
-    this.#tunnels = tunnels;
-    this.#auth = auth;
+  constructor(options: UpgradeTunnelOptions) {
+    this.#gate = options.gate;
+    this.#tunnels = options.tunnels;
+    this.#auth = options.auth;
+    // Node's `ca` replaces the system roots; they are added back, as for the forward path.
+    this.#ca =
+      options.upstreamCa === undefined
+        ? undefined
+        : [...rootCertificates, String(options.upstreamCa)].join('\n');
     this.#proxy = createProxyServer({ ws: true, changeOrigin: true, xfwd: false });
     // http-proxy-3 rethrows errors nobody listens to; socket errors reach here after the upgrade.
     this.#proxy.on('error', (_err: Error, _req: unknown, target: unknown) => {
       if (isDuplex(target)) target.destroy();
+    });
+    const idleMs = options.tunnelIdleTimeoutMs;
+    this.#proxy.on('proxyReqWs', (proxyReq: ClientRequest, _req: IncomingMessage, socket: Socket) => {
+      let proxySocket: Socket | undefined;
+      // Prepended: before http-proxy-3's own listeners copy the destination's head to the client.
+      proxyReq.prependListener('upgrade', (res: IncomingMessage, upstream: Socket) => {
+        dropGateHeaders(res);
+        proxySocket = upstream;
+      });
+      proxyReq.prependListener('response', dropGateHeaders);
+      // The client socket sees every byte either way (http-proxy-3 cleared its timeout just
+      // before this event); its silence is the connection's, waiting for the 101 included.
+      socket.setTimeout(idleMs, () => {
+        options.counters.increment('tunnelsIdleClosed');
+        proxySocket?.destroy();
+        socket.destroy();
+      });
     });
   }
 
@@ -58,8 +107,12 @@ export class UpgradeTunnel {
     const headers: IncomingHttpHeaders = { ...gateHead.headers, connection: 'Upgrade', upgrade: protocol };
     req.headers = headers;
     req.url = pathAndQuery;
-    const target = `http://${formatAuthority(gateHead.host, gateHead.port)}`;
-    this.#proxy.ws(req, socket, head, { target }, (err: Error) => {
+    const target = `${gateHead.scheme}://${formatAuthority(gateHead.host, gateHead.port)}`;
+    const tls =
+      gateHead.scheme === 'https'
+        ? { secure: true, ...(this.#ca === undefined ? {} : { ca: this.#ca }) }
+        : {};
+    this.#proxy.ws(req, socket, head, { target, ...tls }, (err: Error) => {
       // Before the 101 went out the client can still be told; after, cutting is all that is left.
       if ((socket as Partial<{ bytesWritten: number }>).bytesWritten === 0) {
         const code = errorCode(err);
@@ -73,6 +126,12 @@ export class UpgradeTunnel {
   close(): void {
     this.#proxy.close();
   }
+}
+
+/** The destination's response head without `Effectgate-*` fields (node caches `headers` once read). */
+function dropGateHeaders(res: IncomingMessage): void {
+  for (const name of Object.keys(res.headers)) if (isGateHeader(name)) delete res.headers[name];
+  res.rawHeaders = rawWithoutGateHeaders(res.rawHeaders);
 }
 
 function isDuplex(value: unknown): value is Duplex {

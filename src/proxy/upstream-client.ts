@@ -18,6 +18,7 @@ import {
   isTimeoutCode,
   stripHopByHop,
   upstreamFailedResponse,
+  withoutGateHeaders,
 } from '../engine/index.js';
 import { writeGateResponse } from './write-response.js';
 
@@ -102,7 +103,8 @@ class UndiciUpstreamClient implements UpstreamClient {
         },
         ({ statusCode, headers, opaque }) => {
           headWritten = true;
-          opaque.writeHead(statusCode, stripHopByHop(headers));
+          // `Effectgate-*` is the gate's namespace: a destination never speaks in it, even ungoverned.
+          opaque.writeHead(statusCode, withoutGateHeaders(stripHopByHop(headers)));
           // undici writes the body into `res` with backpressure and ends it; a client that goes
           // away destroys `res`, which aborts the upstream request.
           return opaque;

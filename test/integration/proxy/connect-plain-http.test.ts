@@ -219,7 +219,11 @@ describe('forward proxy: CONNECT routing and relaying', () => {
     let text = '';
     for await (const chunk of tls) text += String(chunk);
     expect(text).toContain('{"secure":true}');
-    expect(gate.routed.map((h) => h.method)).toEqual(['CONNECT']);
+    // The CONNECT authority, then the SNI (another name, not governed): relayed, never decrypted.
+    expect(gate.routed.map((h) => [h.method, h.host])).toEqual([
+      ['CONNECT', '127.0.0.1'],
+      ['CONNECT', 'localhost'],
+    ]);
     expect(gate.handled).toHaveLength(0);
   });
 

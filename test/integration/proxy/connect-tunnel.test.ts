@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ProxyAgent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { clientHello } from '../../helpers/client-hello.js';
 import { reply, selfSignedCert } from '../../helpers/upstream.js';
 import {
   defer,
@@ -139,16 +140,23 @@ describe('forward proxy: CONNECT', () => {
     const targetPort = (target.address() as { port: number }).port;
     const { port } = await startProxy({}, { allowConnectPorts: [targetPort] });
 
-    // Client goes away: the upstream side is closed. (0x16 first: a TLS-looking stream is relayed.)
+    // Client goes away: the upstream side is closed. (A ClientHello first: the stream is relayed.)
+    const hello = await clientHello('echo.example.test');
     const a = await rawConnect(port);
-    a.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\n\x16ping`);
+    a.write(
+      Buffer.concat([Buffer.from(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\n`), hello]),
+    );
+    a.write('ping');
     await a.until((t) => t.endsWith('ping'));
     a.socket.destroy();
     await expect.poll(() => upstreamClosed, { timeout: 2_000 }).toBe(1);
 
     // Upstream goes away: the client side is closed.
     const b = await rawConnect(port);
-    b.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\n\x16pong`);
+    b.write(
+      Buffer.concat([Buffer.from(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: x\r\n\r\n`), hello]),
+    );
+    b.write('pong');
     await b.until((t) => t.endsWith('pong'));
     upstreamSockets[1]!.destroy();
     await b.waitClosed();
