@@ -14,6 +14,9 @@ export const ERROR_CODES = {
   EG_ERR_AUDIT_CHAIN_BROKEN: 'The hash-chained event log does not verify.',
   EG_ERR_BODY_TOO_LARGE: 'A governed request body is larger than the configured limit.',
   EG_ERR_BODY_TOO_COMPLEX: 'A governed JSON body nests too deep or holds too many nodes to read safely.',
+  EG_ERR_BODY_UNREADABLE:
+    'A request to a route whose tools are chosen by its body carries a body the gate cannot read.',
+  EG_ERR_DESTINATION_REFUSED: 'The destination address is one the gate never connects to (0.0.0.0, ::).',
   EG_ERR_ARGUMENTS_AMBIGUOUS:
     'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads).',
   EG_ERR_BAD_REQUEST: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',

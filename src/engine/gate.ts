@@ -159,6 +159,17 @@ export class Gate implements GateHandler {
   }
 
   route(head: GateRequestHead): RouteDecision {
+    // The unspecified address reaches this machine's own listeners on Linux: another spelling of
+    // loopback that no host entry names. Never connected to, governed or not (issue 10 review).
+    if (UNSPECIFIED_HOSTS.has(head.host)) {
+      return {
+        kind: 'refuse',
+        response: transportProblem(
+          'destination_refused',
+          `${head.host} is the unspecified address: the gate never connects to it. Address the destination by its name or its real address. Nothing was sent.`,
+        ),
+      };
+    }
     // A CONNECT names only an authority: a host some tool names may carry governed requests, which
     // the proxy then routes one by one inside the tunnel (DESIGN.md §4.2).
     // Interception is decided by host AND port: a tool on `host:8443` leaves TLS to `host:8444` alone.
@@ -212,7 +223,16 @@ export class Gate implements GateHandler {
       );
     }
     if (proposal === null) {
-      // A route matched but no tool's body conditions did: the request is unclassified.
+      // A route matched but no tool's body conditions did: the request is unclassified, unless
+      // the gate could not read the body at all: a destination may (it inflates gzip, decodes
+      // UTF-16, accepts NaN or a batch), so unread it would walk past its tool (issue 10 review).
+      const unreadable = unreadableBody(request);
+      if (unreadable !== null) {
+        return transportProblem(
+          'body_unreadable',
+          `This route's tools are chosen by the request body, and the gate cannot read this one (${unreadable}). Send one uncompressed UTF-8 JSON object per request. Nothing was sent.`,
+        );
+      }
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
       return this.#relay(await send(toUpstream(request, null)), null);
     }
@@ -545,6 +565,36 @@ interface Proposal {
   readonly keyError: string | null;
   /** Refuse (record a `block`): the key cannot be built and the tool does not let it through. */
   readonly block: boolean;
+}
+
+/** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
+const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);
+
+/**
+ * Why a non-empty body cannot be read as the JSON object body conditions look into, or null: a
+ * content coding, bytes that are not JSON (or not UTF-8), or a JSON array (a JSON-RPC batch).
+ */
+function unreadableBody(request: GateRequest): string | null {
+  if (request.body.byteLength === 0) return null;
+  const encoding = request.headers['content-encoding'];
+  const coding = (Array.isArray(encoding) ? encoding.join(',') : (encoding ?? '')).trim().toLowerCase();
+  if (coding !== '' && coding !== 'identity') return `Content-Encoding: ${coding}`;
+  // A form body is always read (as fields); it reaches here only when no tool governs it.
+  const type = request.headers['content-type'];
+  if (
+    String(Array.isArray(type) ? type[0] : (type ?? ''))
+      .toLowerCase()
+      .startsWith('application/x-www-form-urlencoded')
+  )
+    return null;
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(request.body));
+  } catch {
+    return 'not UTF-8 JSON';
+  }
+  if (Array.isArray(body)) return 'a JSON array (a batch): send one call per request';
+  return null;
 }
 
 /** The tool's route, plus how this request reached it when it was not by its plain spelling. */

@@ -74,6 +74,8 @@ const TRANSPORT_PROBLEMS = {
   // Arguments refused before any store round trip (texts: `argument-refusal.ts`).
   arguments_ambiguous: { status: 422, title: 'Ambiguous arguments', code: 'EG_ERR_ARGUMENTS_AMBIGUOUS' },
   body_too_complex: { status: 413, title: 'Request body too complex', code: 'EG_ERR_BODY_TOO_COMPLEX' },
+  body_unreadable: { status: 415, title: 'Request body unreadable', code: 'EG_ERR_BODY_UNREADABLE' },
+  destination_refused: { status: 403, title: 'Destination refused', code: 'EG_ERR_DESTINATION_REFUSED' },
 } as const;
 
 /** A refusal made before the engine can classify (413, 400, 407), or of unreadable arguments (422, 413). */
