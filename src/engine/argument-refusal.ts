@@ -24,12 +24,15 @@ export class ArgumentRefusal extends EffectgateError {
     this.path = path;
   }
 
-  /** A JSON member name given twice in one object: JSON.parse keeps the last, some servers the first. */
+  /**
+   * A JSON member name given twice in one object (or twice but for letter case, which Go's
+   * encoding/json reads as one name): JSON.parse keeps the last, some servers the first.
+   */
   static duplicateMember(path: string): ArgumentRefusal {
     return new ArgumentRefusal(
       'arguments_ambiguous',
       path,
-      `The JSON body gives the member ${path} more than once. Parsers disagree on which one counts (the first or the last), so the gate could key this call on one value while the destination acts on the other. Send each member once. Nothing was sent.`,
+      `The JSON body gives the member ${path} more than once (member names that differ only in letter case count as the same name: some servers match them so). Parsers disagree on which one counts (the first or the last), so the gate could key this call on one value while the destination acts on the other. Send each member once. Nothing was sent.`,
     );
   }
 
@@ -40,6 +43,19 @@ export class ArgumentRefusal extends EffectgateError {
       'arguments_ambiguous',
       path,
       `The ${what} ${path} is given more than once, and the key path ${keyPath} of tool ${toolId} reads it. Servers disagree on which value counts, so the gate cannot tell which effect this call asks for. Send it once. Nothing was sent.`,
+    );
+  }
+
+  /**
+   * A name a key path reads that the request also gives in the other source (query and body):
+   * Rails lets the query win over the body, Go's FormValue the form body over the query, so the
+   * gate could key one value while the destination acts on the other.
+   */
+  static twoSources(name: string, keyPath: string, toolId: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'arguments_ambiguous',
+      keyPath,
+      `The request gives ${JSON.stringify(name)} both in the query and in the body, and the key path ${keyPath} of tool ${toolId} reads one of them. Servers disagree on which one counts, so the gate cannot tell which effect this call asks for. Send it in one place. Nothing was sent.`,
     );
   }
 

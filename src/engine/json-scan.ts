@@ -186,9 +186,12 @@ function readName(text: string, at: number, frame: Frame): number {
     }
   }
   frame.at = name;
-  if (frame.names === null) frame.names = new Set([name]);
-  else if (frame.names.has(name)) frame.repeated = true;
-  else frame.names.add(name);
+  // Compared without letter case: Go's encoding/json (and other case-insensitive binders) take
+  // `title` and `Title` for one field, so they are as ambiguous as an exact repeat (issue 10 review).
+  const folded = name.toLowerCase();
+  if (frame.names === null) frame.names = new Set([folded]);
+  else if (frame.names.has(folded)) frame.repeated = true;
+  else frame.names.add(folded);
   const i = skipWs(text, end);
   if (text.charCodeAt(i) !== COLON) return -1;
   return skipWs(text, i + 1);

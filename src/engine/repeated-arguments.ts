@@ -22,15 +22,65 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
   const markers = new Map<unknown, string>();
   const query = probe(args.query, '$.query', markers);
   const body = isFormBody(contentTypeOf(request)) ? probe(args.body, '$.body', markers) : {};
+  // A name given in the query and in the body: which one a server binds depends on the framework.
+  const both = namesInBoth(args.query, args.body);
   // Repeats are rare: most requests end here without evaluating anything.
-  if (markers.size === 0) return;
-  const document = { path: {}, query, body };
-  for (const path of paths) {
-    for (const found of path.evaluate(document)) {
-      const repeated = markers.get(found);
-      if (repeated !== undefined) throw ArgumentRefusal.repeatedParameter(repeated, path.expression, tool.id);
+  if (markers.size === 0 && both.length === 0) return;
+  if (markers.size > 0) {
+    const document = { path: {}, query, body };
+    for (const path of paths) {
+      for (const found of path.evaluate(document)) {
+        const repeated = markers.get(found);
+        if (repeated !== undefined)
+          throw ArgumentRefusal.repeatedParameter(repeated, path.expression, tool.id);
+      }
     }
   }
+  if (both.length > 0) {
+    const marks = new Map<unknown, string>();
+    const probeQuery: Record<string, unknown> = {};
+    const probeBody: Record<string, unknown> = {};
+    for (const name of both) {
+      const q = {};
+      const b = {};
+      marks.set(q, name);
+      marks.set(b, name);
+      Object.defineProperty(probeQuery, name, {
+        value: q,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+      Object.defineProperty(probeBody, name, {
+        value: b,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    const document = { path: {}, query: probeQuery, body: probeBody };
+    for (const path of paths) {
+      for (const found of path.evaluate(document)) {
+        const name = marks.get(found);
+        if (name !== undefined) throw ArgumentRefusal.twoSources(name, path.expression, tool.id);
+      }
+    }
+  }
+}
+
+/**
+ * Top-level names (compared without letter case) that the query and an object body both give:
+ * Rails' `params` lets the query win, Go's `FormValue` the form body, others the body.
+ */
+function namesInBoth(query: unknown, body: unknown): string[] {
+  if (query === null || typeof query !== 'object' || body === null || typeof body !== 'object') return [];
+  if (Array.isArray(body)) return [];
+  const queryNames = Object.keys(query);
+  if (queryNames.length === 0) return [];
+  const bodyNames = new Map(Object.keys(body).map((n) => [n.toLowerCase(), n] as const));
+  const out: string[] = [];
+  for (const name of queryNames) if (bodyNames.has(name.toLowerCase())) out.push(name);
+  return out;
 }
 
 /** The paths that say which effect a call is: the dedupe key and the reconcile lookup's arguments. */

@@ -70,6 +70,17 @@ describe('parseBody refusals', () => {
     expect(err.message).toContain('Nothing was sent');
   });
 
+  it('refuses member names that differ only in letter case (Go binds them as one)', () => {
+    const err = refusal(() =>
+      parseBody(new TextEncoder().encode('{"title":"fresh-3","Title":"Outage"}'), undefined),
+    );
+    expect(err).toMatchObject({ problem: 'arguments_ambiguous', path: '$.body.Title' });
+    expect(parseBody(new TextEncoder().encode('{"title":"a","subtitle":"b"}'), undefined)).toEqual({
+      title: 'a',
+      subtitle: 'b',
+    });
+  });
+
   it('leaves a duplicate in a body JSON.parse rejects alone: it is not JSON, so no key reads it', () => {
     expect(parseBody(new TextEncoder().encode('{"a":1,"a":2,}'), 'application/json')).toBeUndefined();
   });
@@ -123,5 +134,18 @@ describe('refuseRepeatedKeyArguments', () => {
     expect(refusal(() => check(any, req('ref=1&ref=2', '{}'))).path).toBe('$.query.ref');
     expect(refusal(() => check(reconciled, req('id=1&id=2', '{}'))).message).toContain('$.query.id[0]');
     expect(() => check(reconciled, req('id=1', '{}'))).not.toThrow();
+  });
+
+  it('refuses a name a key path reads that the query and the body both give (Rails, Go FormValue)', () => {
+    // Rails: ?title= wins over the JSON body's title, which the key reads.
+    const rails = refusal(() => check(refund, req('order=1&title=Outage', '{"title":"fresh-1"}')));
+    expect(rails).toMatchObject({ problem: 'arguments_ambiguous', path: '$.body.title' });
+    expect(rails.message).toContain('both in the query and in the body');
+    // Go FormValue: a form body's order= wins over the ?order= the key reads.
+    const form = 'application/x-www-form-urlencoded';
+    const go = refusal(() => check(refund, req('order=fresh-2', 'amount=10&order=42&title=t', form)));
+    expect(go.path).toBe('$.query.order');
+    // A name in both places that no key path reads is left alone.
+    expect(() => check(refund, req('order=1&note=a', '{"title":"t","note":"b"}'))).not.toThrow();
   });
 });

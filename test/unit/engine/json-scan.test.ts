@@ -61,8 +61,13 @@ describe('scanJson', () => {
       kind: 'duplicate_member',
       path: '$.body["x y"].k',
     });
-    // Same name in different objects is not a duplicate; nor is a name that differs in case.
-    expect(scanJson('[{"a":1},{"a":2},{"A":3,"a":4}]', BODY_LIMITS)).toEqual({ kind: 'json' });
+    // Same name in different objects is not a duplicate; a name that differs only in letter case
+    // is (Go's encoding/json binds `A` and `a` to one field).
+    expect(scanJson('[{"a":1},{"a":2},{"A":3,"b":4}]', BODY_LIMITS)).toEqual({ kind: 'json' });
+    expect(scanJson('[{"a":1},{"a":2},{"A":3,"a":4}]', BODY_LIMITS)).toEqual({
+      kind: 'duplicate_member',
+      path: '$.body[2].a',
+    });
     expect(scanJson('{"__proto__":1,"__proto__":2}', BODY_LIMITS, '$')).toEqual({
       kind: 'duplicate_member',
       path: '$.__proto__',
