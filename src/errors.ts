@@ -16,7 +16,8 @@ export const ERROR_CODES = {
   EG_ERR_BODY_TOO_COMPLEX: 'A governed JSON body nests too deep or holds too many nodes to read safely.',
   EG_ERR_BODY_UNREADABLE:
     'A request to a route whose tools are chosen by its body carries a body the gate cannot read.',
-  EG_ERR_DESTINATION_REFUSED: 'The destination address is one the gate never connects to (0.0.0.0, ::).',
+  EG_ERR_DESTINATION_REFUSED:
+    "The destination address is one the gate never connects to (0.0.0.0, ::, or one the policies' egress block denies).",
   EG_ERR_ARGUMENTS_AMBIGUOUS:
     'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads).',
   EG_ERR_BAD_REQUEST: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',

@@ -152,6 +152,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     undo[0] = () => gate.close();
     const proxy = createProxyServer({
       gate,
+      egress: policies.egress,
       allowConnectPorts,
       limits,
       logger,
@@ -169,6 +170,9 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
         ? null
         : await listenOn('--admin', admin, () => adminServer.listen(admin.host, admin.port));
     if (adminServer !== null) undo.push(() => adminServer.close());
+    // `egress.deny: gate`: the admin listener is one of the gate's own, known before the proxy
+    // serves a request; the proxy adds its own bound address itself.
+    if (adminAddr !== null) proxy.setGateAddresses([adminAddr]);
     const addr = await listenOn('--listen', listen, () => proxy.listen(listen.host, listen.port));
     undo.push(() => proxy.close());
     // Commands (operations, approvals, audit verify) reach an embedded store through this gate.

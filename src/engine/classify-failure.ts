@@ -44,6 +44,8 @@ const PRE_DISPATCH_CODES: ReadonlySet<string> = new Set([
   'CERT_REVOKED',
   'CERT_SIGNATURE_FAILURE',
   'HOSTNAME_MISMATCH',
+  // Refused by the egress policy in the connector, before the socket connected (DESIGN.md §4.1).
+  'EG_ERR_DESTINATION_REFUSED',
   // Refused locally by undici before dispatch.
   'UND_ERR_INVALID_ARG',
   'UND_ERR_NOT_SUPPORTED',

@@ -89,6 +89,20 @@ export function dispatchFailureFacts(
   operationState: string,
 ): VerdictFacts {
   const tool = allowed.tool?.id ?? '';
+  // The connector refused the resolved address (`egress`): a refusal, not an upstream failure.
+  if (sent.dispatchState === 'not_sent' && sent.error === 'EG_ERR_DESTINATION_REFUSED') {
+    return {
+      ...allowed,
+      status: 403,
+      title: 'Destination refused',
+      detail: `The request for tool ${tool} was not sent: its destination address is refused by the policies' egress rules (egress.deny); nothing reached it.${operationState === 'unknown' ? ' An earlier attempt of this operation was sent without a response: its outcome stays unknown.' : ''} If this destination is intended, list it under egress.allow.`,
+      extra: {
+        code: 'EG_ERR_DESTINATION_REFUSED',
+        dispatch_state: sent.dispatchState,
+        operation_state: operationState,
+      },
+    };
+  }
   return {
     ...allowed,
     status: sent.timedOut ? 504 : 502,

@@ -233,6 +233,15 @@ export class Gate implements GateHandler {
           `This route's tools are chosen by the request body, and the gate cannot read this one (${unreadable}). Send one uncompressed UTF-8 JSON object per request. Nothing was sent.`,
         );
       }
+      // Nor when a tool's body conditions hold but for letter case in member names (`"Name"` for
+      // `name`): a case-insensitive binder reads that call as the tool's (issue 10 review).
+      const folded = foldedMatch(request, this.#routes.classify(request).candidates);
+      if (folded !== null) {
+        return transportProblem(
+          'arguments_ambiguous',
+          `The body matches the conditions of tool ${folded} only if member names are read without letter case, as some servers read them. Spell the members as the API does. Nothing was sent.`,
+        );
+      }
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
       return this.#relay(await send(toUpstream(request, null)), null);
     }
@@ -569,6 +578,28 @@ interface Proposal {
 
 /** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
 const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);
+
+/** The id of a candidate whose body conditions hold only with member names case-folded, or null. */
+function foldedMatch(request: GateRequest, candidates: readonly { readonly tool: Tool }[]): string | null {
+  if (candidates.length === 0 || request.body.byteLength === 0) return null;
+  let body: unknown;
+  try {
+    body = foldNames(JSON.parse(new TextDecoder().decode(request.body)));
+  } catch {
+    return null;
+  }
+  for (const c of candidates) if (c.tool.match.matchesBodyFolded(body)) return c.tool.id;
+  return null;
+}
+
+/** A parsed JSON value with every member name lower-cased (the body is already size-bounded). */
+function foldNames(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(foldNames);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(value)) out[k.toLowerCase()] = foldNames(v);
+  return out;
+}
 
 /**
  * Why a non-empty body cannot be read as the JSON object body conditions look into, or null: a

@@ -25,7 +25,12 @@ export {
   normalizeHost,
   type RawRequestHead,
 } from './normalize-head.js';
-export { problemResponse, type TransportProblemInit, upstreamFailedResponse } from './problem-response.js';
+export {
+  destinationRefusedResponse,
+  problemResponse,
+  type TransportProblemInit,
+  upstreamFailedResponse,
+} from './problem-response.js';
 export { type ReconcileLookupInput, reconcileLookup } from './reconcile-lookup.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
 export type * from './types.js';

@@ -1,6 +1,7 @@
 import { parseSafeYaml } from '../config/index.js';
 import type { PolicyIssue } from '../errors.js';
 import { type CompiledTool, compileTool } from './compile-tool.js';
+import { type ParsedEgress, readEgress } from './egress-section.js';
 import { PolicyReader, type SourcePosition } from './policy-reader.js';
 import type { DefaultAction } from './types.js';
 
@@ -9,7 +10,7 @@ export const MAX_POLICY_FILE_BYTES = 1024 * 1024;
 /** Enough for shared host lists; far below what a "billion laughs" document needs. */
 export const MAX_ALIAS_COUNT = 50;
 
-const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'tools'] as const;
+const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'egress', 'tools'] as const;
 
 /** A file-level setting with where it was written, so conflicts across files can name both. */
 export interface Located<T> {
@@ -20,6 +21,8 @@ export interface Located<T> {
 export interface ParsedPolicyFile {
   readonly default: Located<DefaultAction> | null;
   readonly maxDuplicateSkips: Located<number> | null;
+  /** `null` when the file has no `egress` block (or an invalid one, already reported). */
+  readonly egress: Located<ParsedEgress> | null;
   readonly tools: readonly CompiledTool[];
 }
 
@@ -59,6 +62,8 @@ export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[
   const lbFields = lb === undefined ? null : r.fields(lb, ['max_duplicate_skips']);
   const skips = lbFields?.get('max_duplicate_skips');
   const skipsValue = skips === undefined ? null : r.integer(skips, 1);
+  const egress = f.get('egress');
+  const egressValue = egress === undefined ? null : readEgress(r, egress);
   const toolsSlot = f.get('tools');
   const tools: CompiledTool[] = [];
   for (const item of (toolsSlot && r.items(toolsSlot)) ?? []) {
@@ -69,6 +74,10 @@ export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[
     default: def === undefined || defValue === null ? null : { value: defValue, at: r.position(def.at) },
     maxDuplicateSkips:
       skips === undefined || skipsValue === null ? null : { value: skipsValue, at: r.position(skips.at) },
+    egress:
+      egress === undefined || egressValue === null
+        ? null
+        : { value: egressValue, at: r.position(egress.keyAt ?? egress.at) },
     tools,
   };
 }

@@ -1,6 +1,8 @@
 import { PolicyError, type PolicyIssue } from '../errors.js';
 import type { CompiledTool } from './compile-tool.js';
 import { deepFreeze } from './deep-freeze.js';
+import { DEFAULT_EGRESS } from './egress-policy.js';
+import type { ParsedEgress } from './egress-section.js';
 import { hostsOverlap } from './host-pattern.js';
 import { type Located, parsePolicyFile } from './parse-policy-file.js';
 import type { SourcePosition } from './policy-reader.js';
@@ -34,12 +36,14 @@ export function parsePolicyFiles(files: readonly PolicyFileText[]): PolicySet {
   }
   let defaultAction: Located<DefaultAction> | null = null;
   let skips: Located<number> | null = null;
+  let egress: Located<ParsedEgress> | null = null;
   const tools: CompiledTool[] = [];
   for (const { file, text } of files) {
     const parsed = parsePolicyFile(file, text, issues);
     if (parsed === null) continue;
     defaultAction = agree(issues, 'default', defaultAction, parsed.default);
     skips = agree(issues, 'loop_breaker.max_duplicate_skips', skips, parsed.maxDuplicateSkips);
+    egress = agreeEgress(issues, egress, parsed.egress);
     tools.push(...parsed.tools);
   }
   checkUniqueIds(issues, tools);
@@ -48,6 +52,7 @@ export function parsePolicyFiles(files: readonly PolicyFileText[]): PolicySet {
   return deepFreeze<PolicySet>({
     default: defaultAction?.value ?? 'allow',
     loopBreaker: { maxDuplicateSkips: skips?.value ?? 3 },
+    egress: egress?.value.policy ?? DEFAULT_EGRESS,
     tools: tools.map((t) => t.tool),
     files: files.map((f) => f.file),
   });
@@ -67,6 +72,31 @@ function agree<T>(
       ...later.at,
       field,
       message: `${String(later.value)} here conflicts with ${String(earlier.value)} in ${where(earlier.at)}; files in one policy set must agree`,
+    });
+  }
+  return earlier;
+}
+
+/**
+ * `egress` is set-wide like `default`: files that declare it must declare the same deny and allow
+ * sets (order and repeats aside); files that leave it out take the one declared. Neither list is
+ * merged: a second file silently widening `allow` (or narrowing `deny`) is exactly what must not
+ * happen unseen.
+ */
+function agreeEgress(
+  issues: PolicyIssue[],
+  earlier: Located<ParsedEgress> | null,
+  later: Located<ParsedEgress> | null,
+): Located<ParsedEgress> | null {
+  if (later === null) return earlier;
+  if (earlier === null) return later;
+  if (earlier.value.key !== later.value.key) {
+    const text = (e: ParsedEgress): string =>
+      `deny [${e.policy.deny.join(', ')}] allow [${e.policy.allow.join(', ')}]`;
+    issues.push({
+      ...later.at,
+      field: 'egress',
+      message: `${text(later.value)} here conflicts with ${text(earlier.value)} in ${where(earlier.at)}; files in one policy set must agree (declare egress in one file)`,
     });
   }
   return earlier;

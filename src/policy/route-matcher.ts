@@ -1,4 +1,5 @@
 import { type HostPattern, hostMatches } from './host-pattern.js';
+import { compileJsonPath } from './json-path.js';
 import type { LenientPath } from './lenient-match.js';
 import type { PathTemplate } from './path-template.js';
 import type { CompiledPath, RouteInput, RouteMatch, ToolMatcher } from './types.js';
@@ -28,6 +29,8 @@ export class RouteMatcher implements ToolMatcher {
   /** Order-independent identity of the body conditions: equal strings mean the same conditions. */
   readonly bodyKey: string;
   readonly #explain: string;
+  /** The conditions with every member name lower-cased, for `matchesBodyFolded`. */
+  readonly #folded: readonly { readonly path: CompiledPath; readonly value: BodyScalar }[];
 
   constructor(
     hosts: readonly HostPattern[],
@@ -40,6 +43,11 @@ export class RouteMatcher implements ToolMatcher {
     this.path = path;
     this.bodyConditions = Object.freeze([...body]);
     this.hasBodyConditions = body.length > 0;
+    // Member names only (no script filters: evaluation is disabled), so lower-casing the whole
+    // expression lower-cases exactly its names.
+    this.#folded = Object.freeze(
+      body.map((c) => ({ path: compileJsonPath(c.path.expression.toLowerCase()), value: c.value })),
+    );
     this.bodyKey = JSON.stringify(
       body.map((c): [string, BodyScalar] => [c.canonical, c.value]).sort(compareEntries),
     );
@@ -88,6 +96,19 @@ export class RouteMatcher implements ToolMatcher {
     if (lenient.readings.length > 0 && this.path.match(lenient.path) !== null) return lenient.readings;
     if (this.path.matchFolded(lenient.path) !== null) return [...lenient.readings, 'case folded'];
     return null;
+  }
+
+  /**
+   * Whether the conditions hold when member names are compared without letter case: `foldedBody`
+   * is the parsed body with every member name lower-cased. A body that matches only so is one a
+   * case-insensitive binder (Go's encoding/json) reads as this tool's call (issue 10 review).
+   */
+  matchesBodyFolded(foldedBody: unknown): boolean {
+    if (!this.hasBodyConditions || foldedBody === undefined) return false;
+    for (const c of this.#folded) {
+      if (!c.path.evaluate(foldedBody).some((v) => v === c.value)) return false;
+    }
+    return true;
   }
 
   matchesBody(body: unknown): boolean {

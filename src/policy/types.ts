@@ -54,6 +54,8 @@ export interface ToolMatcher {
   readonly hasBodyConditions: boolean;
   /** Checks `match.body` equality conditions against the parsed JSON body (true when none). */
   matchesBody(body: unknown): boolean;
+  /** The same with member names compared without letter case (`foldedBody`: names lower-cased). */
+  matchesBodyFolded(foldedBody: unknown): boolean;
   /** Human-readable reason, recorded in the trail: e.g. `POST api.github.com /repos/{owner}/{repo}/issues`. */
   explain(): string;
 }
@@ -139,6 +141,8 @@ export interface Tool {
 export interface PolicySet {
   readonly default: DefaultAction;
   readonly loopBreaker: { readonly maxDuplicateSkips: number };
+  /** Destination addresses never connected to; default `deny: [link_local, gate]`, `allow: []`. */
+  readonly egress: EgressPolicy;
   readonly tools: readonly Tool[];
   /** Files that were loaded, in load order. */
   readonly files: readonly string[];
@@ -148,4 +152,35 @@ export interface PolicySet {
 export interface Classification {
   readonly tool: Tool;
   readonly params: Readonly<Record<string, string>>;
+}
+
+/** Address classes `egress.deny` may name (DESIGN.md §4.1). */
+export type EgressClass = 'link_local' | 'loopback' | 'private' | 'gate';
+
+/** One destination the gate is about to connect to: the name asked for, and one address it resolved to. */
+export interface EgressDestination {
+  /** Canonical host name asked for (`canonicalHost`), or the IP literal itself. */
+  readonly host: string;
+  /** The address about to be connected to (an IP literal). */
+  readonly address: string;
+  readonly port: number;
+}
+
+/**
+ * The compiled `egress` block: which resolved addresses are never connected to. Checked on the
+ * address the socket connects to, after name resolution, for every request and tunnel.
+ */
+export interface EgressPolicy {
+  /** As written (classes and CIDRs), for logs and `policies` output. */
+  readonly deny: readonly string[];
+  /** As written (CIDRs and host names). */
+  readonly allow: readonly string[];
+  /**
+   * Why `destination` is refused, or `null` when it may be connected. `isGateListener` says
+   * whether an address and port reach one of the gate's own listeners (the `gate` class).
+   */
+  refusal(
+    destination: EgressDestination,
+    isGateListener: (address: string, port: number) => boolean,
+  ): string | null;
 }

@@ -31,6 +31,7 @@ import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { GateHandler, GateLogger, RouteDecision } from '../engine/index.js';
 import {
+  destinationRefusedResponse,
   errorCode,
   formatAuthority,
   isTimeoutCode,
@@ -41,6 +42,7 @@ import {
 } from '../engine/index.js';
 import type { Scope } from '../store/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
+import { type DestinationGuard, DestinationRefusedError } from './destination-guard.js';
 import { interceptTls } from './intercept-tls.js';
 import { type Authority, parseAuthority } from './parse-target.js';
 import type { ProxyAuthenticator } from './proxy-auth.js';
@@ -70,6 +72,8 @@ export interface ConnectTunnelOptions {
   readonly limits: Pick<ProxyLimits, 'tunnelPeekTimeoutMs' | 'tunnelIdleTimeoutMs'>;
   readonly counters: ProxyCounters;
   readonly logger?: GateLogger | undefined;
+  /** The `egress` policy, checked on the resolved address before the tunnel connects. */
+  readonly guard?: DestinationGuard | undefined;
 }
 
 export const DEFAULT_CONNECT_PORTS: readonly number[] = [443, 80];
@@ -109,8 +113,10 @@ export class ConnectTunnel {
   readonly #limits: ConnectTunnelOptions['limits'];
   readonly #counters: ProxyCounters;
   readonly #logger: GateLogger | undefined;
+  readonly #guard: DestinationGuard | undefined;
 
   constructor(options: ConnectTunnelOptions) {
+    this.#guard = options.guard;
     this.#gate = options.gate;
     this.#allowPorts = new Set(options.allowPorts);
     this.#connectTimeoutMs = options.connectTimeoutMs;
@@ -189,7 +195,18 @@ export class ConnectTunnel {
    */
   #open(client: Duplex, head: Buffer, routing: TunnelRouting, scope: Scope | undefined): void {
     const { authority } = routing;
-    const upstream: Socket = connect({ host: authority.host, port: authority.port });
+    // An IP literal is never looked up: checked here, before a socket exists; a name is checked
+    // in the socket's own lookup, on the addresses it connects to.
+    const refused = this.#guard?.refuseLiteral(authority.host, authority.port) ?? null;
+    if (refused !== null) {
+      writeRawResponse(client, destinationRefusedResponse(refused.reason));
+      return;
+    }
+    const upstream: Socket = connect({
+      host: authority.host,
+      port: authority.port,
+      ...(this.#guard === undefined ? {} : { lookup: this.#guard.lookup(authority.port) }),
+    });
     let state: TunnelState = 'connecting';
     upstream.setTimeout(this.#connectTimeoutMs, () => {
       if (state === 'connecting') {
@@ -236,7 +253,9 @@ export class ConnectTunnel {
       });
     });
     upstream.on('error', (err) => {
-      if (state === 'connecting') {
+      if (state === 'connecting' && err instanceof DestinationRefusedError) {
+        writeRawResponse(client, destinationRefusedResponse(err.reason));
+      } else if (state === 'connecting') {
         const code = errorCode(err);
         writeRawResponse(client, upstreamFailedResponse(code, isTimeoutCode(code)));
       } else if (state !== 'serving') {

@@ -19,6 +19,8 @@ export interface ProxyCountersSnapshot {
   readonly tunnelsRefusedSniUngovernable: number;
   /** TLS tunnels closed because their ClientHello could not be read (malformed, too large). */
   readonly tunnelsRefusedBadClientHello: number;
+  /** Requests and tunnels refused before connecting: their address is denied by `egress`. */
+  readonly destinationsRefused: number;
 }
 
 export type ProxyCounter = keyof ProxyCountersSnapshot;
@@ -32,6 +34,7 @@ export class ProxyCounters {
     tunnelsRefusedSniBlocked: 0,
     tunnelsRefusedSniUngovernable: 0,
     tunnelsRefusedBadClientHello: 0,
+    destinationsRefused: 0,
   };
 
   increment(counter: ProxyCounter): void {

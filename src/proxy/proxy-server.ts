@@ -12,10 +12,13 @@ import type { Duplex } from 'node:stream';
 import type { AgentRegistry } from '../config/index.js';
 import type { GateHandler, GateLogger, GateResponse } from '../engine/index.js';
 import { problemResponse } from '../engine/index.js';
+import type { EgressPolicy } from '../policy/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ConnectionAdmission } from './connection-admission.js';
+import { DestinationGuard } from './destination-guard.js';
 import { ForwardHandler } from './forward-handler.js';
+import { GateListeners, type ListenerAddress } from './gate-listeners.js';
 import { ProxyAuthenticator } from './proxy-auth.js';
 import { ProxyCounters, type ProxyCountersSnapshot } from './proxy-counters.js';
 import { type ProxyLimits, resolveLimits } from './proxy-limits.js';
@@ -41,6 +44,12 @@ export interface ProxyServerOptions {
    * gate's own scope (sidecar mode).
    */
   readonly agents?: AgentRegistry;
+  /**
+   * The policies' `egress` block: destination addresses never connected to, checked on the
+   * resolved address of every request and tunnel. Absent: the gate's own policy set's when `gate`
+   * has one (a `Gate` does), else the default (`deny: [link_local, gate]`).
+   */
+  readonly egress?: EgressPolicy;
 }
 
 export interface ProxyServer {
@@ -52,18 +61,30 @@ export interface ProxyServer {
   counters(): ProxyCountersSnapshot;
   /** Client connections held now (the number the caps count). */
   openConnections(): number;
+  /**
+   * The gate's other listeners (the admin server), for `egress.deny: gate`; the proxy's own
+   * bound address is added by `listen()`. Replaces what an earlier call set.
+   */
+  setGateAddresses(addresses: readonly ListenerAddress[]): void;
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const { gate } = options;
-  const upstream = createUpstreamClient(options.upstream);
+  const counters = new ProxyCounters();
+  const listeners = new GateListeners();
+  const guard = new DestinationGuard({
+    egress: options.egress ?? policiesOf(gate)?.egress,
+    listeners,
+    counters,
+    logger: options.logger,
+  });
+  const upstream = createUpstreamClient({ ...options.upstream, guard });
   const tunnels = new TunnelSockets();
   const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
   const limits = resolveLimits(options.limits);
-  const counters = new ProxyCounters();
   const admission = new ConnectionAdmission(limits, counters, options.logger);
 
   const server = createServer({
@@ -93,6 +114,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     limits,
     counters,
     logger: options.logger,
+    guard,
     serveHttp: (socket) => {
       // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
       // the same listeners, timeouts and keep-alive as any client connection.
@@ -138,7 +160,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
         server.once('error', onError);
         server.listen(port, host, () => {
           server.off('error', onError);
-          resolve(server.address() as AddressInfo);
+          const bound = server.address() as AddressInfo;
+          listeners.addOwn(bound);
+          resolve(bound);
         });
       }),
     close: () => {
@@ -153,7 +177,16 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     },
     counters: () => counters.snapshot(),
     openConnections: () => admission.open,
+    setGateAddresses: (addresses) => listeners.setOthers(addresses),
   };
+}
+
+/** The policy set of a `Gate` (a bare `GateHandler` has none). */
+function policiesOf(gate: GateHandler): { readonly egress?: EgressPolicy } | undefined {
+  const policies = (gate as { readonly policies?: unknown }).policies;
+  return typeof policies === 'object' && policies !== null
+    ? (policies as { readonly egress?: EgressPolicy })
+    : undefined;
 }
 
 function clientErrorResponse(gate: GateHandler, code: string | undefined): GateResponse {

@@ -9,9 +9,10 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
-import { Agent } from 'undici';
+import { Agent, buildConnector } from 'undici';
 import type { HeaderMap, UpstreamRequest, UpstreamSender } from '../engine/index.js';
 import {
+  destinationRefusedResponse,
   dispatchBuffered,
   errorCode,
   formatAuthority,
@@ -20,6 +21,7 @@ import {
   upstreamFailedResponse,
   withoutGateHeaders,
 } from '../engine/index.js';
+import { type DestinationGuard, DestinationRefusedError } from './destination-guard.js';
 import { writeGateResponse } from './write-response.js';
 
 export interface UpstreamClientOptions {
@@ -36,6 +38,11 @@ export interface UpstreamClientOptions {
    * system roots (Node's own `ca` option would replace them, so they are added back here).
    */
   readonly ca?: string | Buffer;
+  /**
+   * The `egress` policy: every connect's resolved address is checked before the socket connects.
+   * Absent: nothing is checked (the proxy always passes one).
+   */
+  readonly guard?: DestinationGuard;
 }
 
 /**
@@ -80,7 +87,7 @@ class UndiciUpstreamClient implements UpstreamClient {
       pipelining: 1,
       headersTimeout: options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS,
       bodyTimeout: options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
-      connect,
+      connect: options.guard === undefined ? connect : guardedConnector(connect, options.guard),
     });
   }
 
@@ -113,6 +120,10 @@ class UndiciUpstreamClient implements UpstreamClient {
     } catch (err) {
       if (res.destroyed || res.writableEnded) return;
       if (!headWritten && !res.headersSent) {
+        if (err instanceof DestinationRefusedError) {
+          writeGateResponse(res, destinationRefusedResponse(err.reason), request.method);
+          return;
+        }
         const code = errorCode(err);
         writeGateResponse(res, upstreamFailedResponse(code, isTimeoutCode(code)), request.method);
         return;
@@ -126,6 +137,31 @@ class UndiciUpstreamClient implements UpstreamClient {
     this.#closing ??= this.#agent.close();
     return this.#closing;
   }
+}
+
+/**
+ * undici's own connector, with the egress check: an IP literal before the socket exists, a name
+ * in the socket's `lookup` (one connector per port, as `lookup` is not told the port).
+ */
+function guardedConnector(
+  options: buildConnector.BuildOptions,
+  guard: DestinationGuard,
+): buildConnector.connector {
+  const byPort = new Map<number, buildConnector.connector>();
+  return (opts, callback) => {
+    const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
+    const refused = guard.refuseLiteral(opts.hostname, port);
+    if (refused !== null) {
+      callback(refused, null);
+      return;
+    }
+    let connector = byPort.get(port);
+    if (connector === undefined) {
+      connector = buildConnector({ ...options, lookup: guard.lookup(port) } as buildConnector.BuildOptions);
+      byPort.set(port, connector);
+    }
+    connector(opts, callback);
+  };
 }
 
 function originOf(scheme: 'http' | 'https', host: string, port: number): string {

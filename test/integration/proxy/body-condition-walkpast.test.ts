@@ -1,8 +1,9 @@
 /**
  * A tool chosen by its body (`match.body`, an MCP `tools/call`) is never skipped because the gate
  * cannot read the body (issue 10 review): a compressed, UTF-16, NaN-bearing or not-UTF-8 body, or
- * a JSON-RPC batch, that a destination could still read is refused 415 EG_ERR_BODY_UNREADABLE
- * instead of being relayed unclassified, so the same call is never performed twice.
+ * a JSON-RPC batch, that a destination could still read is refused 415 EG_ERR_BODY_UNREADABLE, and
+ * one that matches only with member names read without letter case 422, instead of being relayed
+ * unclassified, so the same call is never performed twice.
  */
 import { gzipSync } from 'node:zlib';
 import { ProxyAgent, request } from 'undici';
@@ -126,6 +127,13 @@ describe('body-condition tools walked past by a body the gate cannot read', () =
       buf[buf.indexOf('X')] = 0xff;
       return [buf];
     });
+    expect(r.sent).toBe(0);
+  });
+
+  it('"Name" instead of "name" (Go encoding/json matches member names case-insensitively)', async () => {
+    const r = await secondSpelling('gocase', (c) => [
+      JSON.stringify(c).replace('"name":"create_ticket"', '"Name":"create_ticket"'),
+    ]);
     expect(r.sent).toBe(0);
   });
 
