@@ -229,7 +229,9 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   logger.info({}, 'effectgate proxy stopping');
   // Stop taking requests and let those in flight finish, then drain the outcomes the store could
   // not take yet (bounded by --drain-timeout), then mark this life stopped and close the store.
-  await Promise.allSettled([proxy.close(), adminServer?.close(), storeSocket?.close()]);
+  // Requests in flight (a governed call at its destination) get their answers within
+  // --drain-timeout; then the gate drains the outcomes still waiting for the store (its own bound).
+  await Promise.allSettled([proxy.close(drainTimeoutMs), adminServer?.close(), storeSocket?.close()]);
   const report = await gate.close();
   logger.info(
     { unwritten_outcomes: report.unwrittenOutcomes, abandoned_calls: report.abandonedCalls },

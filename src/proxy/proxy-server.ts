@@ -6,7 +6,7 @@
  * server as a new connection (already admitted: a tunnel is one client connection). Limits and
  * their defaults: `proxy-limits.ts`.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AgentRegistry } from '../config/index.js';
@@ -55,8 +55,11 @@ export interface ProxyServerOptions {
 export interface ProxyServer {
   readonly server: Server;
   listen(host: string, port: number): Promise<AddressInfo>;
-  /** Stops listening, cuts every client connection and tunnel, then closes the upstream pools. */
-  close(): Promise<void>;
+  /**
+   * Stops listening and closes idle connections; requests in flight may finish for up to `graceMs`
+   * (default 0); then cuts every client connection and tunnel and closes the upstream pools.
+   */
+  close(graceMs?: number): Promise<void>;
   /** What the proxy refused or cut on its own so far (caps, tunnel checks, idle timeouts). */
   counters(): ProxyCountersSnapshot;
   /** Client connections held now (the number the caps count). */
@@ -130,8 +133,24 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     tunnelIdleTimeoutMs: limits.tunnelIdleTimeoutMs,
     counters,
   });
-  server.on('request', (req, res) => forward.handle(req, res));
-  server.on('checkContinue', (req, res) => forward.handle(req, res, true));
+  // Requests whose response has not finished: a graceful close lets them end first (bounded).
+  let active = 0;
+  let idle: (() => void) | null = null;
+  const track = (res: ServerResponse): void => {
+    active += 1;
+    res.once('close', () => {
+      active -= 1;
+      if (active === 0) idle?.();
+    });
+  };
+  server.on('request', (req, res) => {
+    track(res);
+    forward.handle(req, res);
+  });
+  server.on('checkContinue', (req, res) => {
+    track(res);
+    forward.handle(req, res, true);
+  });
   server.on('connect', (req, socket, head) => tunnel.handle(req, socket, head));
   server.on('upgrade', (req, socket, head) => upgrade.handle(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -165,9 +184,22 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
           resolve(bound);
         });
       }),
-    close: () => {
+    close: (graceMs = 0) => {
       closing ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        // Graceful: no new connections, idle keep-alive ones closed now, requests in flight (a
+        // governed call at its destination) answered if they end within `graceMs`; then every
+        // socket and tunnel is cut.
+        server.closeIdleConnections();
+        if (graceMs > 0 && active > 0) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, graceMs);
+            idle = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
         for (const socket of sockets) socket.destroy();
         await closed;
         upgrade.close();
