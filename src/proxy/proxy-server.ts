@@ -132,6 +132,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     upstreamCa: options.upstream?.ca,
     tunnelIdleTimeoutMs: limits.tunnelIdleTimeoutMs,
     counters,
+    guard,
   });
   // Requests whose response has not finished: a graceful close lets them end first (bounded).
   let active = 0;

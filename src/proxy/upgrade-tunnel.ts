@@ -9,13 +9,20 @@
  * that namespace is the gate's word. An upgraded connection silent both ways for
  * `tunnelIdleTimeoutMs` is closed.
  */
-import type { ClientRequest, IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import {
+  type ClientRequest,
+  Agent as HttpAgent,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+} from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import type { GateHandler } from '../engine/index.js';
 import {
+  destinationRefusedResponse,
   errorCode,
   formatAuthority,
   isGateHeader,
@@ -23,6 +30,7 @@ import {
   rawWithoutGateHeaders,
   upstreamFailedResponse,
 } from '../engine/index.js';
+import { type DestinationGuard, DestinationRefusedError } from './destination-guard.js';
 import { resolveRequest } from './forward-handler.js';
 import type { ProxyAuthenticator } from './proxy-auth.js';
 import type { ProxyCounters } from './proxy-counters.js';
@@ -37,6 +45,8 @@ export interface UpgradeTunnelOptions {
   readonly upstreamCa?: string | Buffer | undefined;
   readonly tunnelIdleTimeoutMs: number;
   readonly counters: ProxyCounters;
+  /** The egress policy: an upgrade's destination is checked like any request's, before connecting. */
+  readonly guard?: DestinationGuard | undefined;
 }
 
 export class UpgradeTunnel {
@@ -45,11 +55,13 @@ export class UpgradeTunnel {
   readonly #tunnels: TunnelSockets;
   readonly #auth: ProxyAuthenticator | undefined;
   readonly #ca: string | undefined;
+  readonly #guard: DestinationGuard | undefined;
 
   constructor(options: UpgradeTunnelOptions) {
     this.#gate = options.gate;
     this.#tunnels = options.tunnels;
     this.#auth = options.auth;
+    this.#guard = options.guard;
     // Node's `ca` replaces the system roots; they are added back, as for the forward path.
     this.#ca =
       options.upstreamCa === undefined
@@ -112,15 +124,40 @@ export class UpgradeTunnel {
       gateHead.scheme === 'https'
         ? { secure: true, ...(this.#ca === undefined ? {} : { ca: this.#ca }) }
         : {};
-    this.#proxy.ws(req, socket, head, { target, ...tls }, (err: Error) => {
-      // Before the 101 went out the client can still be told; after, cutting is all that is left.
-      if ((socket as Partial<{ bytesWritten: number }>).bytesWritten === 0) {
-        const code = errorCode(err);
-        writeRawResponse(socket, upstreamFailedResponse(code, isTimeoutCode(code)));
-      } else {
-        socket.destroy();
-      }
-    });
+    // The egress policy, as for every request and tunnel: an address literal is checked now, a
+    // name in the connection's own lookup (no window between check and connect).
+    const refused = this.#guard?.refuseLiteral(gateHead.host, gateHead.port) ?? null;
+    if (refused !== null) {
+      writeRawResponse(socket, destinationRefusedResponse(refused.reason));
+      return;
+    }
+    const lookup = this.#guard?.lookup(gateHead.port);
+    const agent =
+      lookup === undefined
+        ? undefined
+        : gateHead.scheme === 'https'
+          ? new HttpsAgent({ lookup, keepAlive: false, ...(this.#ca === undefined ? {} : { ca: this.#ca }) })
+          : new HttpAgent({ lookup, keepAlive: false });
+    this.#proxy.ws(
+      req,
+      socket,
+      head,
+      { target, ...tls, ...(agent === undefined ? {} : { agent }) },
+      (err: Error) => {
+        // Before the 101 went out the client can still be told; after, cutting is all that is left.
+        if (
+          (socket as Partial<{ bytesWritten: number }>).bytesWritten === 0 &&
+          err instanceof DestinationRefusedError
+        ) {
+          writeRawResponse(socket, destinationRefusedResponse(err.reason));
+        } else if ((socket as Partial<{ bytesWritten: number }>).bytesWritten === 0) {
+          const code = errorCode(err);
+          writeRawResponse(socket, upstreamFailedResponse(code, isTimeoutCode(code)));
+        } else {
+          socket.destroy();
+        }
+      },
+    );
   }
 
   close(): void {

@@ -117,6 +117,18 @@ describe('default egress: deny [link_local, gate]', () => {
     expect(mapped.status).toBe(403);
   });
 
+  it('answers a WebSocket upgrade to a denied address with 403 before connecting', async () => {
+    const ws = {
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      'sec-websocket-version': '13',
+      'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+    };
+    const res = await rawProxyRequest(port, 'http://169.254.169.254/socket', ws);
+    expect(res.status).toBe(403);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'EG_ERR_DESTINATION_REFUSED' });
+  });
+
   it('answers a CONNECT to a denied address with 403 before the 200', async () => {
     const text = await rawConnect(port, '169.254.169.254:443');
     expect(text).toMatch(/^HTTP\/1\.1 403/);
@@ -142,6 +154,22 @@ describe('deny: [loopback]', () => {
     expect(proxy.counters().destinationsRefused).toBeGreaterThanOrEqual(3);
     // CONNECT to a name resolving to loopback: refused in the socket's lookup.
     expect(await rawConnect(port, `localhost:443`)).toMatch(/^HTTP\/1\.1 403/);
+    // A WebSocket upgrade to a name resolving to loopback: refused in the upgrade's own lookup, so
+    // it never connects (the client is cut rather than answered 403 on this path: http-proxy-3
+    // makes that connection).
+    const ws = {
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      'sec-websocket-version': '13',
+      'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+    };
+    const connections = upstream.connections();
+    const upgraded = await rawProxyRequest(port, `http://localhost:${upstream.port}/socket`, ws).then(
+      (r) => r.status,
+      () => 'cut',
+    );
+    expect([403, 'cut']).toContain(upgraded);
+    expect(upstream.connections()).toBe(connections);
   });
 
   it('allow: [127.0.0.1/32] exempts it', async () => {
