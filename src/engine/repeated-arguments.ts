@@ -1,5 +1,5 @@
 import type { CompiledPath, Tool } from '../policy/index.js';
-import { type ArgumentDocument, contentTypeOf, isFormBody } from './argument-document.js';
+import { type ArgumentDocument, contentTypeOf, isFormBody, parseQuery } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
 import { appendStep } from './json-scan.js';
 import type { GateRequest } from './types.js';
@@ -21,6 +21,9 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
   if (paths.length === 0) return;
   const markers = new Map<unknown, string>();
   const query = probe(args.query, '$.query', markers);
+  // `;` separates parameters too for some servers (Rack 2, Python before 3.9.2, Go before 1.17):
+  // `?order=new;order=42` is one `order` to the gate and a repeat to them.
+  if (request.query.includes(';')) semicolonReadings(request.query, args.query, query, markers);
   const body = isFormBody(contentTypeOf(request)) ? probe(args.body, '$.body', markers) : {};
   // A name given in the query and in the body: which one a server binds depends on the framework.
   const both = namesInBoth(args.query, args.body);
@@ -65,6 +68,33 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
         if (name !== undefined) throw ArgumentRefusal.twoSources(name, path.expression, tool.id);
       }
     }
+  }
+}
+
+/**
+ * Adds to `probeQuery` (and `markers`) every parameter whose value differs when `;` is read as a
+ * separator: a key path reading one of them reads what some servers do not.
+ */
+function semicolonReadings(
+  raw: string,
+  parsed: Readonly<Record<string, unknown>>,
+  probeQuery: Record<string, unknown>,
+  markers: Map<unknown, string>,
+): void {
+  const alt = parseQuery(raw.replaceAll(';', '&'));
+  for (const name of new Set([...Object.keys(alt), ...Object.keys(parsed)])) {
+    if (Object.hasOwn(probeQuery, name)) continue;
+    if (JSON.stringify(alt[name]) === JSON.stringify(parsed[name])) continue;
+    const path = appendStep('$.query', name);
+    const items = [{}, {}];
+    for (const m of items) markers.set(m, path);
+    markers.set(items, path);
+    Object.defineProperty(probeQuery, name, {
+      value: items,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
 }
 

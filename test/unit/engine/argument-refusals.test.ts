@@ -148,4 +148,11 @@ describe('refuseRepeatedKeyArguments', () => {
     // A name in both places that no key path reads is left alone.
     expect(() => check(refund, req('order=1&note=a', '{"title":"t","note":"b"}'))).not.toThrow();
   });
+
+  it('refuses a key parameter that reads differently when ; separates parameters (Rack 2, older Python and Go)', () => {
+    const err = refusal(() => check(refund, req('order=fresh;order=42', '{"title":"t"}')));
+    expect(err).toMatchObject({ problem: 'arguments_ambiguous', path: '$.query.order' });
+    // A ; inside a parameter no key path reads, or one that reads the same either way, is left alone.
+    expect(() => check(refund, req('order=42&note=a;b', '{"title":"t"}'))).not.toThrow();
+  });
 });
