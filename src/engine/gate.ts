@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreError } from '../errors.js';
-import { Classifier, type PolicySet, type Tool } from '../policy/index.js';
+import { type Classification, Classifier, type PolicySet, type Tool } from '../policy/index.js';
 import {
   type BlockInput,
   type DecideInput,
@@ -45,6 +45,7 @@ import type {
   UpstreamResult,
   UpstreamSender,
 } from './types.js';
+import { foldedMatch, unreadableBody } from './unclassified-body.js';
 import { unknownRuleOf } from './unknown-rule.js';
 import { blockFacts, factsForDecision, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
@@ -206,7 +207,7 @@ export class Gate implements GateHandler {
         `Effectgate-Retry-Reason must be one of ${RETRY_REASONS.join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
       );
     }
-    let proposal: Proposal | null;
+    let proposal: Proposal | Unclassified;
     try {
       proposal = this.#propose(request);
     } catch (err) {
@@ -222,11 +223,11 @@ export class Gate implements GateHandler {
         `The gate cannot read this request's arguments (${messageOf(err)}). Nothing was sent.`,
       );
     }
-    if (proposal === null) {
+    if ('unclassified' in proposal) {
       // A route matched but no tool's body conditions did: the request is unclassified, unless
       // the gate could not read the body at all: a destination may (it inflates gzip, decodes
       // UTF-16, accepts NaN or a batch), so unread it would walk past its tool (issue 10 review).
-      const unreadable = unreadableBody(request);
+      const unreadable = unreadableBody(request, proposal.body);
       if (unreadable !== null) {
         return transportProblem(
           'body_unreadable',
@@ -235,7 +236,7 @@ export class Gate implements GateHandler {
       }
       // Nor when a tool's body conditions hold but for letter case in member names (`"Name"` for
       // `name`): a case-insensitive binder reads that call as the tool's (issue 10 review).
-      const folded = foldedMatch(request, this.#routes.classify(request).candidates);
+      const folded = foldedMatch(proposal.body, proposal.candidates);
       if (folded !== null) {
         return transportProblem(
           'arguments_ambiguous',
@@ -273,12 +274,12 @@ export class Gate implements GateHandler {
    * Everything about the proposal that needs no store: the tool, its arguments, the trail facts and
    * the semantic key. Pure and synchronous; throws only on arguments it cannot represent.
    */
-  #propose(request: GateRequest): Proposal | null {
+  #propose(request: GateRequest): Proposal | Unclassified {
     const o = this.#o;
     const args0 = buildArgumentDocument(request, {}, o.bodyLimits ?? BODY_LIMITS);
     const route = this.#routes.classify(request, args0.body);
     const chosen = this.#classifier.select(route.candidates, args0.body);
-    if (chosen === null) return null;
+    if (chosen === null) return { unclassified: true, body: args0.body, candidates: route.candidates };
     const tool = chosen.tool;
     const args: ArgumentDocument = { ...args0, path: chosen.params };
     refuseRepeatedKeyArguments(tool, request, args);
@@ -565,6 +566,13 @@ const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
 /** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */
 const RECONCILE_TIMEOUT_MS = 10_000;
 
+/** A request a route matched but no tool's body conditions did, with what `#propose` read. */
+interface Unclassified {
+  readonly unclassified: true;
+  readonly body: unknown;
+  readonly candidates: readonly Classification[];
+}
+
 /** A classified, keyed proposal, built before any store round trip. */
 interface Proposal {
   readonly tool: Tool;
@@ -578,55 +586,6 @@ interface Proposal {
 
 /** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
 const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);
-
-/** The id of a candidate whose body conditions hold only with member names case-folded, or null. */
-function foldedMatch(request: GateRequest, candidates: readonly { readonly tool: Tool }[]): string | null {
-  if (candidates.length === 0 || request.body.byteLength === 0) return null;
-  let body: unknown;
-  try {
-    body = foldNames(JSON.parse(new TextDecoder().decode(request.body)));
-  } catch {
-    return null;
-  }
-  for (const c of candidates) if (c.tool.match.matchesBodyFolded(body)) return c.tool.id;
-  return null;
-}
-
-/** A parsed JSON value with every member name lower-cased (the body is already size-bounded). */
-function foldNames(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(foldNames);
-  if (value === null || typeof value !== 'object') return value;
-  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const [k, v] of Object.entries(value)) out[k.toLowerCase()] = foldNames(v);
-  return out;
-}
-
-/**
- * Why a non-empty body cannot be read as the JSON object body conditions look into, or null: a
- * content coding, bytes that are not JSON (or not UTF-8), or a JSON array (a JSON-RPC batch).
- */
-function unreadableBody(request: GateRequest): string | null {
-  if (request.body.byteLength === 0) return null;
-  const encoding = request.headers['content-encoding'];
-  const coding = (Array.isArray(encoding) ? encoding.join(',') : (encoding ?? '')).trim().toLowerCase();
-  if (coding !== '' && coding !== 'identity') return `Content-Encoding: ${coding}`;
-  // A form body is always read (as fields); it reaches here only when no tool governs it.
-  const type = request.headers['content-type'];
-  if (
-    String(Array.isArray(type) ? type[0] : (type ?? ''))
-      .toLowerCase()
-      .startsWith('application/x-www-form-urlencoded')
-  )
-    return null;
-  let body: unknown;
-  try {
-    body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(request.body));
-  } catch {
-    return 'not UTF-8 JSON';
-  }
-  if (Array.isArray(body)) return 'a JSON array (a batch): send one call per request';
-  return null;
-}
 
 /** The tool's route, plus how this request reached it when it was not by its plain spelling. */
 function routeFact(tool: Tool, route: HeadRoute, sentMethod: string): string {
