@@ -25,50 +25,67 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
   // `?order=new;order=42` is one `order` to the gate and a repeat to them.
   if (request.query.includes(';')) semicolonReadings(request.query, args.query, query, markers);
   const body = isFormBody(contentTypeOf(request)) ? probe(args.body, '$.body', markers) : {};
+  // Repeats are rare: most requests pass without evaluating anything.
+  if (markers.size > 0) {
+    const hit = firstMarked(paths, { path: {}, query, body }, markers);
+    if (hit !== null) throw ArgumentRefusal.repeatedParameter(hit.marked, hit.keyPath, tool.id);
+  }
   // A name given in the query and in the body: which one a server binds depends on the framework.
   const both = namesInBoth(args.query, args.body);
-  // Repeats are rare: most requests end here without evaluating anything.
-  if (markers.size === 0 && both.length === 0) return;
-  if (markers.size > 0) {
-    const document = { path: {}, query, body };
-    for (const path of paths) {
-      for (const found of path.evaluate(document)) {
-        const repeated = markers.get(found);
-        if (repeated !== undefined)
-          throw ArgumentRefusal.repeatedParameter(repeated, path.expression, tool.id);
-      }
-    }
-  }
   if (both.length > 0) {
-    const marks = new Map<unknown, string>();
-    const probeQuery: Record<string, unknown> = {};
-    const probeBody: Record<string, unknown> = {};
+    const names = new Map<unknown, string>();
+    const inQuery: Record<string, unknown> = {};
+    const inBody: Record<string, unknown> = {};
     for (const name of both) {
-      const q = {};
-      const b = {};
-      marks.set(q, name);
-      marks.set(b, name);
-      Object.defineProperty(probeQuery, name, {
-        value: q,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-      Object.defineProperty(probeBody, name, {
-        value: b,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+      bind(inQuery, name, {}, name, names);
+      bind(inBody, name, {}, name, names);
     }
-    const document = { path: {}, query: probeQuery, body: probeBody };
-    for (const path of paths) {
-      for (const found of path.evaluate(document)) {
-        const name = marks.get(found);
-        if (name !== undefined) throw ArgumentRefusal.twoSources(name, path.expression, tool.id);
-      }
+    const hit = firstMarked(paths, { path: {}, query: inQuery, body: inBody }, names);
+    if (hit !== null) throw ArgumentRefusal.twoSources(hit.marked, hit.keyPath, tool.id);
+  }
+}
+
+/** The first key path that reaches a marker of `document`, and what that marker stands for. */
+function firstMarked(
+  paths: readonly CompiledPath[],
+  document: unknown,
+  markers: ReadonlyMap<unknown, string>,
+): { readonly marked: string; readonly keyPath: string } | null {
+  for (const path of paths) {
+    for (const found of path.evaluate(document)) {
+      const marked = markers.get(found);
+      if (marked !== undefined) return { marked, keyPath: path.expression };
     }
   }
+  return null;
+}
+
+/**
+ * Sets `record[name] = value` as data (a name like `__proto__` is a member, not the prototype) and
+ * remembers what `value` stands for.
+ */
+function bind(
+  record: Record<string, unknown>,
+  name: string,
+  value: object,
+  standsFor: string,
+  markers: Map<unknown, string>,
+): void {
+  markers.set(value, standsFor);
+  Object.defineProperty(record, name, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/** `count` markers bound under `name` as a repeat: the array and each item stand for `path`. */
+function bindRepeat(
+  record: Record<string, unknown>,
+  name: string,
+  count: number,
+  path: string,
+  markers: Map<unknown, string>,
+): void {
+  const items = Array.from({ length: count }, () => ({}));
+  for (const m of items) markers.set(m, path);
+  bind(record, name, items, path, markers);
 }
 
 /**
@@ -85,16 +102,7 @@ function semicolonReadings(
   for (const name of new Set([...Object.keys(alt), ...Object.keys(parsed)])) {
     if (Object.hasOwn(probeQuery, name)) continue;
     if (JSON.stringify(alt[name]) === JSON.stringify(parsed[name])) continue;
-    const path = appendStep('$.query', name);
-    const items = [{}, {}];
-    for (const m of items) markers.set(m, path);
-    markers.set(items, path);
-    Object.defineProperty(probeQuery, name, {
-      value: items,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    bindRepeat(probeQuery, name, 2, appendStep('$.query', name), markers);
   }
 }
 
@@ -129,11 +137,7 @@ function probe(record: unknown, root: string, markers: Map<unknown, string>): Re
   if (record === null || typeof record !== 'object') return out;
   for (const [name, value] of Object.entries(record)) {
     if (!Array.isArray(value)) continue;
-    const path = appendStep(root, name);
-    const items = value.map(() => ({}));
-    for (const m of items) markers.set(m, path);
-    markers.set(items, path);
-    Object.defineProperty(out, name, { value: items, enumerable: true, writable: true, configurable: true });
+    bindRepeat(out, name, value.length, appendStep(root, name), markers);
   }
   return out;
 }
