@@ -116,6 +116,35 @@ describe('IP literal spellings are the canonical address', () => {
   });
 });
 
+describe('the unspecified address is refused, not another spelling of loopback', () => {
+  // On Linux connect() to 0.0.0.0 reaches a listener on 127.0.0.1: the gate never connects to it.
+  it('tool on 127.0.0.1: the same issue again via 0.0.0.0 is 403, never a second effect', async () => {
+    const run = newRun();
+    const p = upstream.port;
+    const first = await send(
+      `http://127.0.0.1:${p}/repos/acme/api/issues`,
+      'POST',
+      '{"title":"zero-a"}',
+      run,
+    );
+    expect(first.status).toBe(201);
+    const again = await send(`http://0.0.0.0:${p}/repos/acme/api/issues`, 'POST', '{"title":"zero-a"}', run);
+    expect({ status: again.status, code: again.json['code'], reached: seen('zero-a') }).toEqual({
+      status: 403,
+      code: 'EG_ERR_DESTINATION_REFUSED',
+      reached: 1,
+    });
+  });
+
+  it('tool on localhost:port: the same message again via 0.0.0.0 never reaches it', async () => {
+    const run = newRun();
+    const p = upstream.port;
+    expect((await send(`http://localhost:${p}/send`, 'POST', '{"msg":"zero-b"}', run)).status).toBe(201);
+    await send(`http://0.0.0.0:${p}/send`, 'POST', '{"msg":"zero-b"}', run);
+    expect(seen('zero-b')).toBe(1);
+  });
+});
+
 describe('a governed host name is its addresses', () => {
   it('classifies a request to an address of localhost as localhost', async () => {
     const run = newRun();
