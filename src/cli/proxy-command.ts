@@ -3,13 +3,14 @@ import type { AddressInfo } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer, createPrometheusMetrics, resolveAdminToken } from '../admin/index.js';
 import {
+  checkInstanceId,
   checkPositiveInt,
   loadAgentsFile,
   parseListen,
   parsePortList,
   scopeFromFlagsAndEnv,
 } from '../config/index.js';
-import { checkInstanceId, createGate, defaultInstanceId } from '../engine/index.js';
+import { createGate, defaultInstanceId } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
 import { CertificateAuthority, createProxyServer } from '../proxy/index.js';
@@ -109,10 +110,12 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       : { tunnelIdleTimeoutMs: positiveDuration('--tunnel-idle-timeout', values['tunnel-idle-timeout']) }),
   };
   // Stable across restarts, so this gate's next start recovers what this life leaves in flight.
-  const instanceId =
+  // Checked here, before anything is opened; createGate checks its own option the same way.
+  const instanceId = checkInstanceId(
     values['instance-id'] === undefined
       ? (process.env['EFFECTGATE_INSTANCE_ID'] ?? defaultInstanceId({ listen }))
-      : values['instance-id'];
+      : values['instance-id'],
+  );
   const adminToken = await resolveAdminToken({ file: values['admin-token-file'] });
   const authorityKey =
     values['authority-key-file'] === undefined
@@ -139,7 +142,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       ownStore: true,
       exclusiveStore: store.kind === 'pglite',
       scope,
-      instanceId: checkInstanceId(instanceId),
+      instanceId,
       heartbeatMs,
       staleAfterMs,
       drainTimeoutMs,

@@ -82,3 +82,14 @@ export function parsePortList(name: string, value: string): number[] {
     return n;
   });
 }
+
+/** Letters, digits and `. _ : @ / [ ] -`, at most 200: host names, addresses and pod names fit. */
+export function checkInstanceId(value: unknown): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:@/[\]-]{0,199}$/.test(value)) {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `instance id must be 1–200 characters of letters, digits and . _ : @ / [ ] - (starting with a letter or digit); got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}

@@ -1,4 +1,4 @@
-import { checkPositiveInt, checkScope } from '../config/index.js';
+import { checkInstanceId, checkPositiveInt, checkScope } from '../config/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
 import { DEFAULT_STORE_URL, openStore, type Store, uuidv7 } from '../store/index.js';
@@ -180,15 +180,4 @@ function checkResolveMode(value: string): 'all' | 'loopback' | 'off' {
     'EG_ERR_CONFIG_INVALID',
     `EFFECTGATE_RESOLVE_GOVERNED_HOSTS (resolveGovernedHosts) must be all, loopback or off; got ${JSON.stringify(value)}`,
   );
-}
-
-/** Letters, digits and `. _ : @ / [ ] -`, at most 200: host names, addresses and pod names fit. */
-export function checkInstanceId(value: unknown): string {
-  if (typeof value !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._:@/[\]-]{0,199}$/.test(value)) {
-    throw new EffectgateError(
-      'EG_ERR_CONFIG_INVALID',
-      `instance id must be 1–200 characters of letters, digits and . _ : @ / [ ] - (starting with a letter or digit); got ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
 }

@@ -1,7 +1,7 @@
 export { type BufferedDispatchOptions, dispatchBuffered } from './buffered-dispatch.js';
 export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from './classify-failure.js';
-export { type CreateGateOptions, checkInstanceId, createGate } from './create-gate.js';
+export { type CreateGateOptions, createGate } from './create-gate.js';
 export { Gate, type GateLogger, type GateOptions } from './gate.js';
 export {
   GATE_HEADER_PREFIX,
