@@ -12,95 +12,97 @@
  * "flat string" control row has the same bytes and a trivial shape: on a small machine, moving
  * 4 × 1 MB through the proxy flat out is itself the floor, whatever the gate does with them.
  */
+
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Pool } from 'undici';
 import { BODY_LIMITS } from '../src/engine/json-scan.js';
-import { killAllChildrenNow, type ListeningChild, spawnListening, stopAllChildren } from './children.js';
+import {
+  killAllChildrenNow,
+  type ListeningChild,
+  spawnListening,
+  stopAllChildren,
+  stopChild,
+} from './children.js';
 import { cpuSnapshot, cpuUse } from './cpu-meter.js';
+import { HOSTILE_CLIENTS, HOSTILE_SHAPES } from './hostile-shapes.js';
 import { type LoadSettings, runScenario, type ScenarioResult } from './load.js';
 import { ISSUES_PATH, issueBody, UNGOVERNED_PATH } from './scenarios.js';
 import { createBenchDatabase, pgliteDir } from './stores.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const POLICIES = resolve(ROOT, 'bench/policies');
-const MIB = 1024 * 1024;
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? '5');
 const PG_URL = process.env['BENCH_PG_URL'] ?? 'postgres://postgres@127.0.0.1:5432/test';
-const HOSTILE_CLIENTS = 4;
 /** Pause of each hostile client between two bodies (BENCH_HOSTILE_PAUSE_MS; 0 = closed loops flat out). */
 const PAUSE_MS = Number(process.env['BENCH_HOSTILE_PAUSE_MS'] ?? '0');
 /** Hard stop for the whole run, whatever hangs. */
 const GLOBAL_TIMEOUT_MS = 5 * 60_000;
+/** The gate configurations compared: what `--analysis-threads` changes. */
+const GATE_CONFIGS: readonly (readonly [string, readonly string[]])[] = [
+  ['every body analysed on the event loop (--analysis-threads 0)', ['--analysis-threads', '0']],
+  ['bodies of 16 KiB and more analysed on a worker (default, --analysis-threads 1)', []],
+];
 const LOAD: LoadSettings = { warmupMs: 500, durationMs: SECONDS * 1000, maxRequests: 200_000 };
-
-/** `{"title":…,"a":[[[…]]]}` of about `bytes` bytes: nesting as deep as the bytes allow. */
-function deepBody(bytes: number): string {
-  const depth = Math.floor((bytes - 32) / 2);
-  return `{"title":"deep","a":${'['.repeat(depth)}${']'.repeat(depth)}}`;
-}
-
-/** `{"title":…,"k0":0,"k1":0,…}` of about `bytes` bytes, or with exactly `members` members. */
-function wideBody(bytes: number, members = Number.POSITIVE_INFINITY): string {
-  const parts: string[] = [];
-  let length = 32;
-  for (let i = 0; i < members; i++) {
-    const part = `"k${i}":0`;
-    if (length + part.length + 1 > bytes) break;
-    parts.push(part);
-    length += part.length + 1;
-  }
-  return `{"title":"wide","body":${JSON.stringify('x'.repeat(Math.max(0, bytes - length - 2)))},${parts.join(',')}}`;
-}
 
 interface HostileStats {
   readonly requests: number;
-  readonly meanMs: number;
+  readonly meanMs: number | null;
   readonly statuses: Readonly<Record<string, number>>;
 }
 
-/** Four closed loops sending `body` to the governed route until `stop` resolves. */
+/**
+ * Four closed loops sending the `shape` body to `path`, in a child process (`hostile-client.ts`),
+ * so that moving their megabytes never delays the client that measures. Resolves once the first
+ * hostile answer is back; `stop()` ends the loops and resolves with their statistics.
+ */
 async function hostileLoad(
   proxyPort: number,
   upstreamPort: number,
-  body: string,
-  stop: Promise<void>,
-): Promise<HostileStats> {
-  const pool = new Pool(`http://127.0.0.1:${proxyPort}`, { connections: HOSTILE_CLIENTS, pipelining: 1 });
-  let stopped = false;
-  void stop.then(() => {
-    stopped = true;
+  shape: string,
+  path: string,
+): Promise<{ stop(): Promise<HostileStats> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', resolve(ROOT, 'bench/hostile-client.ts')], {
+    env: {
+      ...process.env,
+      BENCH_PROXY_PORT: String(proxyPort),
+      BENCH_UPSTREAM_PORT: String(upstreamPort),
+      BENCH_HOSTILE_PATH: path,
+      BENCH_HOSTILE_SHAPE: shape,
+      BENCH_HOSTILE_PAUSE_MS: String(PAUSE_MS),
+    },
+    stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const statuses: Record<string, number> = {};
-  let requests = 0;
-  let total = 0;
-  const loop = async (): Promise<void> => {
-    // Bounded in count as well as time.
-    for (let i = 0; !stopped && i < 10_000; i++) {
-      const t0 = performance.now();
-      try {
-        const res = await pool.request({
-          method: 'POST',
-          path: `http://127.0.0.1:${upstreamPort}${ISSUES_PATH}`,
-          headers: { host: `127.0.0.1:${upstreamPort}`, 'content-type': 'application/json' },
-          body,
-        });
-        await res.body.dump();
-        statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
-      } catch (err) {
-        const k = `error ${err instanceof Error ? err.message : String(err)}`;
-        statuses[k] = (statuses[k] ?? 0) + 1;
-      }
-      requests++;
-      total += performance.now() - t0;
-      if (PAUSE_MS > 0) await new Promise((r) => setTimeout(r, PAUSE_MS));
-    }
+  hostileChildren.add(child);
+  child.once('exit', () => hostileChildren.delete(child));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  await new Promise<void>((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error('hostile client did not start')), 60_000);
+    const check = (): void => {
+      if (!out.includes('hostile ready')) return;
+      clearTimeout(timer);
+      ready();
+    };
+    child.stdout.on('data', check);
+    void exited.then((code) => fail(new Error(`hostile client exited (${code}) before it was ready`)));
+  });
+  return {
+    async stop(): Promise<HostileStats> {
+      child.stdin.end();
+      const code = await exited;
+      const last = out.trim().split('\n').at(-1) ?? '';
+      if (code !== 0 || !last.startsWith('{')) throw new Error(`hostile client failed (${code}): ${out}`);
+      return JSON.parse(last) as HostileStats;
+    },
   };
-  await Promise.all(Array.from({ length: HOSTILE_CLIENTS }, loop));
-  await pool.destroy();
-  return { requests, meanMs: requests === 0 ? Number.NaN : total / requests, statuses };
 }
+
+const hostileChildren = new Set<ChildProcess>();
 
 /** CPU milliseconds (user + system) the process `pid` has used so far; NaN off Linux. */
 function cpuMsOf(pid: number | undefined): number {
@@ -132,9 +134,9 @@ function ungoverned(proxyPort: number, upstreamPort: number): Promise<ScenarioRe
   );
 }
 
-async function startProxy(storeUrl: string): Promise<ListeningChild> {
+async function startProxy(storeUrl: string, extra: readonly string[]): Promise<ListeningChild> {
   const cli = resolve(ROOT, 'src/cli/index.ts');
-  const argv = ['proxy', '--listen', '127.0.0.1:0', '--policies', POLICIES, '--store', storeUrl];
+  const argv = ['proxy', '--listen', '127.0.0.1:0', '--policies', POLICIES, '--store', storeUrl, ...extra];
   // From the sources (through tsx), so the figures are those of this working tree, not of dist/.
   const script = `import(${JSON.stringify(cli)}).then((m) => m.main(${JSON.stringify(argv)})).then((c) => { if (typeof c === 'number') process.exitCode = c; });`;
   return spawnListening({
@@ -164,7 +166,7 @@ function row(p: Phase, base: Phase | null): string {
   const hostile =
     h === undefined
       ? ''
-      : `\n    hostile: ${h.requests} requests, mean ${h.meanMs.toFixed(1)} ms, proxy CPU ≈${hostileCpuMs(p, base).toFixed(2)} ms per hostile request, answers ${JSON.stringify(h.statuses)}`;
+      : `\n    hostile: ${h.requests} requests, mean ${(h.meanMs ?? Number.NaN).toFixed(1)} ms, proxy CPU ≈${hostileCpuMs(p, base).toFixed(2)} ms per hostile request, answers ${JSON.stringify(h.statuses)}`;
   return `  ${p.label.padEnd(50)} ${String(r.requests).padStart(6)} req  p50 ${r.p50Ms.toFixed(3)} ms  p99 ${r.p99Ms.toFixed(3)} ms${ratio}${errors}${other}${hostile}`;
 }
 
@@ -174,25 +176,21 @@ function hostileCpuMs(p: Phase, base: Phase | null): number {
   return (p.proxyCpuMs - perUngoverned * p.result.requests) / (p.hostile?.requests ?? 1);
 }
 
-/** Ungoverned load, alone or next to four hostile loops sending `body`. */
+/** Ungoverned load, alone or next to four hostile loops sending `shape` to `path`. */
 async function phase(
   label: string,
   proxy: ListeningChild,
   upstreamPort: number,
-  body: string | null,
+  hostileOf: { readonly shape: string; readonly path: string } | null,
 ): Promise<Phase> {
-  let release!: () => void;
-  const stop = new Promise<void>((r) => {
-    release = r;
-  });
+  const hostile =
+    hostileOf === null ? null : await hostileLoad(proxy.port, upstreamPort, hostileOf.shape, hostileOf.path);
   const before = cpuSnapshot();
   const cpu0 = cpuMsOf(proxy.process.pid);
-  const hostile = body === null ? null : hostileLoad(proxy.port, upstreamPort, body, stop);
   const result = await ungoverned(proxy.port, upstreamPort);
-  release();
-  const h = hostile === null ? undefined : await hostile;
   const proxyCpuMs = cpuMsOf(proxy.process.pid) - cpu0;
   const otherCores = cpuUse(before, cpuSnapshot())?.otherCores ?? null;
+  const h = hostile === null ? undefined : await hostile.stop();
   return { label, result, proxyCpuMs, otherCores, ...(h === undefined ? {} : { hostile: h }) };
 }
 
@@ -216,27 +214,27 @@ async function main(): Promise<void> {
       storeUrl = `pglite:${dir.dir}`;
       console.log(`note: ${made.skipped}; using PGlite`);
     }
-    const proxy = await startProxy(storeUrl);
-    const shapes: readonly (readonly [string, string])[] = [
-      // Control: as many bytes, trivial shape. What is left is moving 1 MB through the proxy.
-      ['1 MB flat string (control)', JSON.stringify({ title: 'flat', body: 'x'.repeat(MIB - 1024) })],
-      ['1 MB deeply nested', deepBody(MIB - 1024)],
-      ['1 MB wide (many members)', wideBody(MIB - 1024)],
-      // Just under the node limit (each member is a name and a value): what still gets parsed.
-      [
-        '1 MB wide, just under the node limit',
-        wideBody(MIB - 1024, Math.floor(BODY_LIMITS.maxNodes / 2) - 3),
-      ],
-    ];
     console.log(
-      `hostile bodies: ${SECONDS}s per phase, ungoverned at 1 connection, ${HOSTILE_CLIENTS} hostile clients in closed loops (pause ${PAUSE_MS} ms); limits ${JSON.stringify(BODY_LIMITS)}; store ${made.db === null ? 'PGlite' : 'PostgreSQL'}`,
+      `hostile bodies: ${SECONDS}s per phase, ungoverned at 1 connection, ${HOSTILE_CLIENTS} hostile clients in closed loops in their own process (pause ${PAUSE_MS} ms); limits ${JSON.stringify(BODY_LIMITS)}; store ${made.db === null ? 'PGlite' : 'PostgreSQL'}`,
     );
-    const base = await phase('ungoverned alone', proxy, upstream.port, null);
-    console.log(row(base, null));
-    for (const [label, body] of shapes) {
-      console.log(row(await phase(`ungoverned + 4 × ${label}`, proxy, upstream.port, body), base));
+    // The same gate twice: every body analysed on the event loop, then large ones on the worker.
+    for (const [title, extra] of GATE_CONFIGS) {
+      console.log(`\n${title}`);
+      const proxy = await startProxy(storeUrl, extra);
+      const base = await phase('ungoverned alone', proxy, upstream.port, null);
+      console.log(row(base, null));
+      // Control: the same megabytes to a route no tool governs, streamed through. What is left is
+      // the cost of moving 4 × 1 MB through the proxy on this machine, whatever the gate does.
+      const control = { shape: 'flat', path: UNGOVERNED_PATH };
+      const label = 'ungoverned + 4 × 1 MB flat, ungoverned (control)';
+      console.log(row(await phase(label, proxy, upstream.port, control), base));
+      for (const [shape, name] of Object.entries(HOSTILE_SHAPES)) {
+        const hostile = { shape, path: ISSUES_PATH };
+        console.log(row(await phase(`ungoverned + 4 × ${name}`, proxy, upstream.port, hostile), base));
+      }
+      console.log(row(await phase('ungoverned alone again', proxy, upstream.port, null), base));
+      await stopChild(proxy.process);
     }
-    console.log(row(await phase('ungoverned alone again', proxy, upstream.port, null), base));
   } finally {
     await stopAllChildren();
     for (const c of cleanups.reverse()) await c().catch(() => {});
@@ -248,7 +246,10 @@ const timer = setTimeout(() => {
   killAllChildrenNow();
   process.exit(1);
 }, GLOBAL_TIMEOUT_MS);
-process.on('exit', killAllChildrenNow);
+process.on('exit', () => {
+  killAllChildrenNow();
+  for (const c of hostileChildren) c.kill('SIGKILL');
+});
 main().then(
   () => clearTimeout(timer),
   (err) => {

@@ -14,6 +14,8 @@ export const ERROR_CODES = {
   EG_ERR_AUDIT_CHAIN_BROKEN: 'The hash-chained event log does not verify.',
   EG_ERR_BODY_TOO_LARGE: 'A governed request body is larger than the configured limit.',
   EG_ERR_BODY_TOO_COMPLEX: 'A governed JSON body nests too deep or holds too many nodes to read safely.',
+  EG_ERR_ANALYSIS_FAILED:
+    'The worker thread analysing a large governed body failed (crashed, or past its memory limit); nothing was sent.',
   EG_ERR_BODY_UNREADABLE:
     'A request to a route whose tools are chosen by its body carries a body the gate cannot read.',
   EG_ERR_DESTINATION_REFUSED:

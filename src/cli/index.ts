@@ -15,7 +15,7 @@ commands:
   proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent | --agents,
                      --ca-dir, --upstream-ca, --instance-id, --drain-timeout 10s, --authority-key-file,
                      --max-connections 1024, --max-connections-per-client 256, --keep-alive-timeout 5s,
-                     --tunnel-peek-timeout 10s, --tunnel-idle-timeout 2m)
+                     --tunnel-peek-timeout 10s, --tunnel-idle-timeout 2m, --analysis-threads 1)
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
   trail <operation-id>  the operation's intent and state, then its timeline: decisions, attempts,
                      observations, approvals (--json; --run RUN for a run's decisions;

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { createAdminServer, createPrometheusMetrics, resolveAdminToken } from '../admin/index.js';
 import {
+  checkCount,
   checkInstanceId,
   checkPositiveInt,
   loadAgentsFile,
@@ -44,6 +45,7 @@ export const PROXY_OPTIONS = {
   'keep-alive-timeout': { type: 'string' },
   'tunnel-peek-timeout': { type: 'string' },
   'tunnel-idle-timeout': { type: 'string' },
+  'analysis-threads': { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
 /**
@@ -86,6 +88,10 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const heartbeatMs = positiveDuration('--heartbeat', values.heartbeat);
   const staleAfterMs = positiveDuration('--stale-after', values['stale-after']);
   const drainTimeoutMs = positiveDuration('--drain-timeout', values['drain-timeout']);
+  const analysisThreads =
+    values['analysis-threads'] === undefined
+      ? undefined
+      : checkCount('--analysis-threads', values['analysis-threads']);
   // Only the limits given; the rest keep DEFAULT_PROXY_LIMITS (src/proxy/proxy-limits.ts).
   const limits = {
     ...(values['max-connections'] === undefined
@@ -149,6 +155,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       ...(authorityKey === undefined ? {} : { authorityKey }),
       ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
       ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
+      ...(analysisThreads === undefined ? {} : { analysisThreads }),
       ...(metrics === undefined ? {} : { metrics }),
       logger,
     });

@@ -59,6 +59,19 @@ export function checkPositiveInt(name: string, value: unknown): number {
   return n;
 }
 
+/** A non-negative integer option (0 switches something off), refused clearly otherwise. */
+export function checkCount(name: string, value: unknown): number {
+  if (value === 0 || value === '0') return 0;
+  try {
+    return checkPositiveInt(name, value);
+  } catch {
+    throw new EffectgateError(
+      'EG_ERR_CONFIG_INVALID',
+      `${name} must be 0 or a positive integer; got ${JSON.stringify(value)}`,
+    );
+  }
+}
+
 /** `host:port` for --listen / --admin; IPv6 as `[::1]:8080`. */
 export function parseListen(name: string, value: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(value);

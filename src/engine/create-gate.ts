@@ -1,4 +1,4 @@
-import { checkInstanceId, checkPositiveInt, checkScope } from '../config/index.js';
+import { checkCount, checkInstanceId, checkPositiveInt, checkScope } from '../config/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
 import { DEFAULT_STORE_URL, openStore, type Store, uuidv7 } from '../store/index.js';
@@ -8,6 +8,7 @@ import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
 import { defaultInstanceId } from './instance-id.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { OUTBOX_DEFAULTS, OutcomeOutbox } from './outcome-outbox.js';
+import { ANALYSIS_DEFAULTS } from './proposal-pool.js';
 import { unknownRules } from './unknown-rule.js';
 
 export interface CreateGateOptions {
@@ -63,6 +64,14 @@ export interface CreateGateOptions {
    * Default from `EFFECTGATE_RESOLVE_GOVERNED_HOSTS`, else `all`.
    */
   readonly resolveGovernedHosts?: 'all' | 'loopback' | 'off';
+  /**
+   * Worker threads that analyse governed bodies of `offloadBodyBytes` or more (parse, check, key),
+   * so that a large or dense body never holds the event loop other requests share. Default 1; 0
+   * analyses every body on the event loop.
+   */
+  readonly analysisThreads?: number;
+  /** Smallest body sent to an analysis worker; default 16 KiB. */
+  readonly offloadBodyBytes?: number;
   /** Close `store` on `close()` even though it was passed in open (the CLI hands over its store). */
   readonly ownStore?: boolean;
 }
@@ -97,6 +106,15 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     maxDepth: positive('bodyLimits.maxDepth', options.bodyLimits?.maxDepth, BODY_LIMITS.maxDepth),
     maxNodes: positive('bodyLimits.maxNodes', options.bodyLimits?.maxNodes, BODY_LIMITS.maxNodes),
   });
+  const analysisThreads =
+    options.analysisThreads === undefined
+      ? ANALYSIS_DEFAULTS.threads
+      : checkCount('analysisThreads', options.analysisThreads);
+  const offloadBodyBytes = positive(
+    'offloadBodyBytes',
+    options.offloadBodyBytes,
+    ANALYSIS_DEFAULTS.offloadBodyBytes,
+  );
   const heartbeatMs = positive('heartbeatMs', options.heartbeatMs, 5_000);
   const staleAfterMs = positive('staleAfterMs', options.staleAfterMs, 30_000);
   const drainTimeoutMs = positive('drainTimeoutMs', options.drainTimeoutMs, 10_000);
@@ -154,6 +172,8 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
         instanceId,
         maxBodyBytes,
         bodyLimits,
+        analysisThreads,
+        offloadBodyBytes,
         authorityKey,
         logger,
         metrics,

@@ -1,11 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreError } from '../errors.js';
-import { type Classification, Classifier, type PolicySet, type Tool } from '../policy/index.js';
+import { Classifier, type PolicySet, policySources, type Tool } from '../policy/index.js';
 import {
-  type BlockInput,
   type DecideInput,
   type DecideResult,
-  type DedupeKeyInput,
   RETRY_REASONS,
   type ReconciliationInput,
   type ReconciliationResult,
@@ -13,8 +11,6 @@ import {
   type Store,
   uuidv7,
 } from '../store/index.js';
-import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
-import { ArgumentRefusal } from './argument-refusal.js';
 import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
 import { withoutGateHeaders } from './gate-headers.js';
 import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
@@ -29,12 +25,10 @@ import {
   transportProblem,
   upstreamFailedResponse,
 } from './problem-response.js';
+import { type Proposal, type ProposalContext, type Proposed, propose } from './proposal.js';
+import { ANALYSIS_DEFAULTS, ProposalPool } from './proposal-pool.js';
 import { reconcileLookup } from './reconcile-lookup.js';
-import { refuseRepeatedKeyArguments } from './repeated-arguments.js';
-import { authorityRef, requestFingerprint } from './request-fingerprint.js';
-import { type HeadRoute, RouteClassifier } from './route-classifier.js';
-import { redactedPath } from './secret-captures.js';
-import { buildSemanticKey } from './semantic-key.js';
+import { RouteClassifier } from './route-classifier.js';
 import type {
   GateHandler,
   GateRequest,
@@ -45,7 +39,6 @@ import type {
   UpstreamResult,
   UpstreamSender,
 } from './types.js';
-import { foldedMatch, unreadableBody } from './unclassified-body.js';
 import { unknownRuleOf } from './unknown-rule.js';
 import { blockFacts, factsForDecision, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
@@ -71,6 +64,10 @@ export interface GateOptions {
   readonly resolveGovernedHosts?: ResolveGovernedHosts;
   /** Shape limits of a governed body (default `BODY_LIMITS`); past them the body is refused 413. */
   readonly bodyLimits?: BodyLimits;
+  /** Worker threads analysing large governed bodies (default `ANALYSIS_DEFAULTS.threads`; 0: none). */
+  readonly analysisThreads?: number;
+  /** Bodies from this many bytes up go to a worker (default `ANALYSIS_DEFAULTS.offloadBodyBytes`). */
+  readonly offloadBodyBytes?: number;
   /** Key for the HMAC authority reference; `null` records only which header carried a credential. */
   readonly authorityKey: string | null;
   readonly logger: GateLogger;
@@ -99,8 +96,13 @@ export class Gate implements GateHandler {
   readonly #addresses: GovernedAddresses;
   /** Classification under every spelling: canonical host, resolved name, method override. */
   readonly #routes: RouteClassifier;
-  /** Governed calls between their decide and their outcome, so `close()` can wait for them. */
+  /** Calls inside `handle()`, so `close()` can wait for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
+  /** What `propose()` reads besides the request. */
+  readonly #ctx: ProposalContext;
+  /** Worker threads for large bodies; null when `analysisThreads` is 0. */
+  readonly #pool: ProposalPool | null;
+  readonly #offloadBodyBytes: number;
 
   constructor(options: GateOptions) {
     this.#o = options;
@@ -112,6 +114,17 @@ export class Gate implements GateHandler {
         options.logger.warn({ host: name, err: messageOf(err) }, 'a governed host name does not resolve'),
     });
     this.#routes = new RouteClassifier(this.#classifier, this.#addresses);
+    this.#ctx = {
+      classifier: this.#classifier,
+      routes: this.#routes,
+      runId: options.runId,
+      scope: options.scope,
+      authorityKey: options.authorityKey,
+      maxDuplicateSkips: options.policies.loopBreaker.maxDuplicateSkips,
+      bodyLimits: options.bodyLimits ?? BODY_LIMITS,
+    };
+    this.#offloadBodyBytes = options.offloadBodyBytes ?? ANALYSIS_DEFAULTS.offloadBodyBytes;
+    this.#pool = analysisPool(options, this.#ctx);
     // Resolving starts now; the lifecycle's start waits (bounded) for the first round.
     const firstRound = this.#addresses.start();
     options.lifecycle.onStart(() => firstRound);
@@ -146,17 +159,25 @@ export class Gate implements GateHandler {
    */
   close(): Promise<CloseReport> {
     this.#addresses.stop();
-    return this.#o.lifecycle.close(async () => {
-      const pending = [...this.#inFlight];
-      if (pending.length === 0) return 0;
-      let timer: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), this.#o.lifecycle.drainTimeoutMs);
-      });
-      const done = await Promise.race([Promise.allSettled(pending).then(() => 'done' as const), timedOut]);
-      clearTimeout(timer);
-      return done === 'done' ? 0 : this.#inFlight.size;
-    });
+    return this.#o.lifecycle
+      .close(async () => {
+        if (this.#inFlight.size === 0) return 0;
+        let timer: NodeJS.Timeout | undefined;
+        const timedOut = new Promise<'timeout'>((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), this.#o.lifecycle.drainTimeoutMs);
+        });
+        // Until none is left (a call may start while the adapters stop taking new ones).
+        let done: 'done' | 'timeout' = 'done';
+        while (this.#inFlight.size > 0 && done === 'done') {
+          done = await Promise.race([
+            Promise.allSettled([...this.#inFlight]).then(() => 'done' as const),
+            timedOut,
+          ]);
+        }
+        clearTimeout(timer);
+        return this.#inFlight.size;
+      })
+      .finally(() => this.#pool?.close());
   }
 
   route(head: GateRequestHead): RouteDecision {
@@ -197,7 +218,21 @@ export class Gate implements GateHandler {
     return transportProblem(problem, detail);
   }
 
+  /**
+   * A request `route()` sent here, body buffered. Every call in progress (analysing its body,
+   * deciding, at the destination, recording its outcome) is what `close()` waits for.
+   */
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
+    const call = this.#handle(request, send);
+    this.#inFlight.add(call);
+    try {
+      return await call;
+    } finally {
+      this.#inFlight.delete(call);
+    }
+  }
+
+  async #handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
     const started = performance.now();
     const claimed = request.context.retryReason;
     if (claimed !== null && !RETRY_REASON_SET.has(claimed)) {
@@ -207,56 +242,39 @@ export class Gate implements GateHandler {
         `Effectgate-Retry-Reason must be one of ${RETRY_REASONS.join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
       );
     }
-    let proposal: Proposal | Unclassified;
+    let proposed: Proposed;
     try {
-      proposal = this.#propose(request);
+      proposed = await this.#propose(request);
     } catch (err) {
-      // Ambiguous or too complex arguments: refused before any store round trip, nothing sent.
-      if (err instanceof ArgumentRefusal) {
-        this.#o.logger.info({ problem: err.problem, path: err.path }, 'arguments refused');
-        return transportProblem(err.problem, err.message, err.path === null ? undefined : { path: err.path });
-      }
-      // Arguments the gate cannot represent (e.g. JSON nested too deep to canonicalize) are the
-      // client's problem, not a store outage: answer 400 so the agent fixes the call.
+      // The analysis worker failed (crashed, or the body took it past its heap): nothing was sent.
+      this.#o.logger.error({ err: messageOf(err) }, 'body analysis failed');
       return transportProblem(
-        'bad_request',
-        `The gate cannot read this request's arguments (${messageOf(err)}). Nothing was sent.`,
+        'analysis_failed',
+        `The gate could not analyse this request's body (${messageOf(err)}). Nothing was sent; it is safe to try again.`,
       );
     }
-    if ('unclassified' in proposal) {
-      // A route matched but no tool's body conditions did: the request is unclassified, unless
-      // the gate could not read the body at all: a destination may (it inflates gzip, decodes
-      // UTF-16, accepts NaN or a batch), so unread it would walk past its tool (issue 10 review).
-      const unreadable = unreadableBody(request, proposal.body);
-      if (unreadable !== null) {
-        return transportProblem(
-          'body_unreadable',
-          `This route's tools are chosen by the request body, and the gate cannot read this one (${unreadable}). Send one uncompressed UTF-8 JSON object per request. Nothing was sent.`,
-        );
-      }
-      // Nor when a tool's body conditions hold but for letter case in member names (`"Name"` for
-      // `name`): a case-insensitive binder reads that call as the tool's (issue 10 review).
-      const folded = foldedMatch(proposal.body, proposal.candidates);
-      if (folded !== null) {
-        return transportProblem(
-          'arguments_ambiguous',
-          `The body matches the conditions of tool ${folded} only if member names are read without letter case, as some servers read them. Spell the members as the API does. Nothing was sent.`,
-        );
-      }
+    if (proposed.kind === 'refused') {
+      this.#o.logger.info({ problem: proposed.problem, path: proposed.path }, 'arguments refused');
+      return transportProblem(
+        proposed.problem,
+        proposed.detail,
+        proposed.path === null ? undefined : { path: proposed.path },
+      );
+    }
+    if (proposed.kind === 'unclassified') {
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
       return this.#relay(await send(toUpstream(request, null)), null);
     }
-    const governed = this.#govern(request, proposal, send, started);
-    this.#inFlight.add(governed);
+    const proposal = proposed.proposal;
     try {
-      return await governed;
+      return await this.#govern(request, proposal, send, started);
     } catch (err) {
       if (err instanceof StoreError) {
         this.#o.logger.error(
           { err: err.message, tool: proposal.tool.id },
           'store unavailable; failing closed',
         );
-        return renderStoreUnavailable(proposal.tool, proposal.args.body);
+        return renderStoreUnavailable(proposal.tool, proposal.rpcId);
       }
       this.#o.logger.error({ err: messageOf(err), tool: proposal.tool.id }, 'gate error');
       return problemResponse({
@@ -265,67 +283,18 @@ export class Gate implements GateHandler {
         title: 'Gate error',
         detail: `The gate failed while handling this ${proposal.tool.effect} effect (tool ${proposal.tool.id}). Check its trail before trying again.`,
       });
-    } finally {
-      this.#inFlight.delete(governed);
     }
   }
 
   /**
-   * Everything about the proposal that needs no store: the tool, its arguments, the trail facts and
-   * the semantic key. Pure and synchronous; throws only on arguments it cannot represent.
+   * Everything about the request that needs no store (`proposal.ts`): on the event loop for small
+   * bodies, on an analysis worker for large ones, so one client's megabyte stalls nobody else.
    */
-  #propose(request: GateRequest): Proposal | Unclassified {
-    const o = this.#o;
-    const args0 = buildArgumentDocument(request, {}, o.bodyLimits ?? BODY_LIMITS);
-    const route = this.#routes.classify(request, args0.body);
-    const chosen = this.#classifier.select(route.candidates, args0.body);
-    if (chosen === null) return { unclassified: true, body: args0.body, candidates: route.candidates };
-    const tool = chosen.tool;
-    const args: ArgumentDocument = { ...args0, path: chosen.params };
-    refuseRepeatedKeyArguments(tool, request, args);
-    const ctx = request.context;
-    const scope = request.scope ?? o.scope;
-    const common = {
-      runId: ctx.run ?? o.runId,
-      step: ctx.step,
-      worker: ctx.worker,
-      agentVersion: ctx.agentVersion,
-      scope,
-      toolId: tool.id,
-      explain: tool.match.explain(),
-      maxDuplicateSkips: o.policies.loopBreaker.maxDuplicateSkips,
-      request: {
-        scheme: request.scheme,
-        method: route.method,
-        host: request.host,
-        port: request.port,
-        path: redactedPath(request.path, tool, chosen.params),
-        route: routeFact(tool, route, request.method),
-        fingerprint: requestFingerprint(request, tool, args),
-        authorityRef: authorityRef(request.headers, o.authorityKey),
-      },
-    };
-    let key: DedupeKeyInput | null = null;
-    let keyError: string | null = null;
-    if (tool.dedupe !== null) {
-      const k = buildSemanticKey(tool, scope, args, o.authorityKey);
-      if (k.ok) {
-        key = {
-          hash: k.hash,
-          values: k.values,
-          windowMs: tool.dedupe.windowMs,
-          pendingTtlMs: tool.dedupe.pendingTtlMs,
-        };
-      } else {
-        keyError = `${k.reason}: ${k.paths.join(', ')}`;
-        // An unrepresentable value is refused whatever on_missing says: letting it through would
-        // govern nothing while claiming to.
-        if (tool.dedupe.onMissing === 'block' || k.reason === 'key_value_invalid') {
-          return { tool, args, common, key: null, keyError, block: true };
-        }
-      }
+  #propose(request: GateRequest): Promise<Proposed> | Proposed {
+    if (this.#pool === null || request.body.byteLength < this.#offloadBodyBytes) {
+      return propose(this.#ctx, request);
     }
-    return { tool, args, common, key, keyError, block: false };
+    return this.#pool.propose(request, this.#addresses.namesFor(request.host));
   }
 
   async #govern(
@@ -345,7 +314,7 @@ export class Gate implements GateHandler {
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);
-      return this.#answer(r, tool, args.body, request, started, null);
+      return this.#answer(r, tool, p.rpcId, request, started, null);
     }
 
     const waitMs = tool.dedupe?.waitMs ?? 0;
@@ -414,7 +383,7 @@ export class Gate implements GateHandler {
     }
     if (result.verdict === 'reconcile') throw new Error('store asked to reconcile twice');
     if (result.verdict !== 'allow')
-      return this.#answer(result, tool, args.body, request, started, reconciled?.result ?? null);
+      return this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null);
 
     const upstream = toUpstream(
       request,
@@ -467,7 +436,7 @@ export class Gate implements GateHandler {
     );
     o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
     if (sent.kind === 'failure') {
-      return renderVerdict(dispatchFailureFacts(facts, sent, operationState), request.headers, args.body);
+      return renderVerdict(dispatchFailureFacts(facts, sent, operationState), request.headers, p.rpcId);
     }
     const response = this.#relay(sent, facts);
     if (!written.recorded)
@@ -517,7 +486,7 @@ export class Gate implements GateHandler {
   #answer(
     result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
     tool: Tool,
-    body: unknown,
+    rpcId: string | number | null,
     request: GateRequestHead,
     started: number,
     reconciliation: ReconciliationResult | null,
@@ -542,7 +511,7 @@ export class Gate implements GateHandler {
       'governed decision',
     );
     this.#o.metrics.decision(result.verdict, tool.id, performance.now() - started);
-    return renderVerdict(facts, request.headers, body);
+    return renderVerdict(facts, request.headers, rpcId);
   }
 
   #relay(sent: UpstreamResult, facts: VerdictFacts | null): GateResponse {
@@ -554,11 +523,9 @@ export class Gate implements GateHandler {
   }
 
   #defaultBlock(head: GateRequestHead): GateResponse {
-    return renderVerdict(unclassifiedFacts(head), head.headers, undefined);
+    return renderVerdict(unclassifiedFacts(head), head.headers, null);
   }
 }
-
-type DecideCommon = Omit<BlockInput, 'kind' | 'decisionId' | 'reason'>;
 
 /** The closed set of retry reasons (DESIGN.md §3); a client may send one, only operator_requested counts. */
 const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
@@ -566,35 +533,39 @@ const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
 /** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */
 const RECONCILE_TIMEOUT_MS = 10_000;
 
-/** A request a route matched but no tool's body conditions did, with what `#propose` read. */
-interface Unclassified {
-  readonly unclassified: true;
-  readonly body: unknown;
-  readonly candidates: readonly Classification[];
-}
-
-/** A classified, keyed proposal, built before any store round trip. */
-interface Proposal {
-  readonly tool: Tool;
-  readonly args: ArgumentDocument;
-  readonly common: DecideCommon;
-  readonly key: DedupeKeyInput | null;
-  readonly keyError: string | null;
-  /** Refuse (record a `block`): the key cannot be built and the tool does not let it through. */
-  readonly block: boolean;
-}
-
 /** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
 const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);
 
-/** The tool's route, plus how this request reached it when it was not by its plain spelling. */
-function routeFact(tool: Tool, route: HeadRoute, sentMethod: string): string {
-  const notes: string[] = [];
-  if (route.override !== null)
-    notes.push(`sent as ${sentMethod} with ${route.override.source}: ${route.method}`);
-  if (route.resolvedHost !== null) notes.push(`addressed by IP, classified as ${route.resolvedHost}`);
-  const explain = tool.match.explain();
-  return notes.length === 0 ? explain : `${explain} (${notes.join('; ')})`;
+/**
+ * The worker pool for large bodies, or null: none asked for, or a policy set the worker could not
+ * compile the same copy of (one composed by hand rather than loaded): such a set is analysed on
+ * the event loop, since a worker deciding on other policies would let requests out ungoverned.
+ */
+function analysisPool(options: GateOptions, ctx: ProposalContext): ProposalPool | null {
+  const threads = options.analysisThreads ?? ANALYSIS_DEFAULTS.threads;
+  if (threads === 0) return null;
+  const sources = policySources(options.policies);
+  if (sources === null) {
+    options.logger.warn(
+      {},
+      'the policy set was not made by loadPolicies or parsePolicyFiles, so large bodies are analysed on the event loop (no analysis worker)',
+    );
+    return null;
+  }
+  return new ProposalPool({
+    sources,
+    tools: options.policies.tools,
+    threads,
+    setup: {
+      runId: ctx.runId,
+      scope: ctx.scope,
+      authorityKey: ctx.authorityKey,
+      bodyLimits: ctx.bodyLimits,
+      maxDuplicateSkips: ctx.maxDuplicateSkips,
+    },
+    onWorkerError: (err) =>
+      options.logger.error({ err: err.message }, 'body analysis worker failed; replacing it'),
+  });
 }
 
 function messageOf(err: unknown): string {

@@ -5,7 +5,6 @@
  */
 import type { ErrorCode } from '../errors.js';
 import type { GateResponse } from './types.js';
-import { jsonRpcId } from './verdict-response.js';
 
 const encoder = new TextEncoder();
 
@@ -78,7 +77,8 @@ export function ambiguousRouteResponse(toolId: string, explain: string): GateRes
   });
 }
 
-const TRANSPORT_PROBLEMS = {
+/** The refusals the gate makes before its store, by slug; `transportProblem` renders them. */
+export const TRANSPORT_PROBLEMS = {
   body_too_large: { status: 413, title: 'Request body too large', code: 'EG_ERR_BODY_TOO_LARGE' },
   bad_request: { status: 400, title: 'Bad proxy request', code: 'EG_ERR_BAD_REQUEST' },
   proxy_auth_required: { status: 407, title: 'Proxy authentication required', code: 'EG_ERR_BAD_REQUEST' },
@@ -87,6 +87,13 @@ const TRANSPORT_PROBLEMS = {
   body_too_complex: { status: 413, title: 'Request body too complex', code: 'EG_ERR_BODY_TOO_COMPLEX' },
   body_unreadable: { status: 415, title: 'Request body unreadable', code: 'EG_ERR_BODY_UNREADABLE' },
   destination_refused: { status: 403, title: 'Destination refused', code: 'EG_ERR_DESTINATION_REFUSED' },
+  // A body-analysis worker failed (crashed, or past its memory limit): nothing was sent.
+  analysis_failed: {
+    status: 503,
+    title: 'Gate could not analyse the body',
+    code: 'EG_ERR_ANALYSIS_FAILED',
+    retryAfterSeconds: 1,
+  },
 } as const;
 
 /** A refusal made before the engine can classify (413, 400, 407), or of unreadable arguments (422, 413). */
@@ -95,7 +102,8 @@ export function transportProblem(
   detail: string,
   extra?: Readonly<Record<string, unknown>>,
 ): GateResponse {
-  const p = TRANSPORT_PROBLEMS[problem];
+  const p: { status: number; title: string; code: ErrorCode; retryAfterSeconds?: number } =
+    TRANSPORT_PROBLEMS[problem];
   return problemResponse({
     status: p.status,
     problem,
@@ -103,6 +111,7 @@ export function transportProblem(
     detail,
     code: p.code,
     ...(extra === undefined ? {} : { extra }),
+    ...(p.retryAfterSeconds === undefined ? {} : { headers: { 'retry-after': String(p.retryAfterSeconds) } }),
   });
 }
 
@@ -112,7 +121,7 @@ export function transportProblem(
  */
 export function renderStoreUnavailable(
   tool: { readonly id: string; readonly effect: string; readonly verdict: { readonly protocol: string } },
-  body: unknown,
+  rpcId: string | number | null,
 ): GateResponse {
   const detail = `The gate cannot reach its store, so it cannot tell whether this ${tool.effect} effect (tool ${tool.id}) was already done. Nothing was sent (fail closed). Try again later.`;
   const response = problemResponse({
@@ -130,7 +139,7 @@ export function renderStoreUnavailable(
     status: 200,
     headers: { 'content-type': 'application/json', 'retry-after': '5', 'cache-control': 'no-store' },
     body: encoder.encode(
-      JSON.stringify({ jsonrpc: '2.0', id: jsonRpcId(body), error: { code: -32056, message: detail, data } }),
+      JSON.stringify({ jsonrpc: '2.0', id: rpcId, error: { code: -32056, message: detail, data } }),
     ),
   };
 }

@@ -9,7 +9,6 @@
  * pre-check; no header is read, no query parsed, no DNS asked.
  */
 import type { Classification, Classifier, LenientMatch } from '../policy/index.js';
-import type { GovernedAddresses } from './governed-addresses.js';
 import type { GateRequestHead, HeaderMap } from './types.js';
 
 /** Method-override headers common frameworks honour (Rails, Express method-override, ASP.NET, Symfony). */
@@ -36,11 +35,19 @@ export interface HeadRoute {
   readonly resolvedHost: string | null;
 }
 
+/**
+ * The governed host names an IP literal belongs to (`GovernedAddresses` on the event loop; in a
+ * body-analysis worker, the names the event loop found for this one request's host).
+ */
+export interface AddressNames {
+  namesFor(address: string): readonly string[];
+}
+
 export class RouteClassifier {
   readonly #classifier: Classifier;
-  readonly #addresses: GovernedAddresses;
+  readonly #addresses: AddressNames;
 
-  constructor(classifier: Classifier, addresses: GovernedAddresses) {
+  constructor(classifier: Classifier, addresses: AddressNames) {
     this.#classifier = classifier;
     this.#addresses = addresses;
   }

@@ -114,12 +114,13 @@ export function verdictHeaders(facts: VerdictFacts): Record<string, string> {
 
 /**
  * Renders a gate-made answer. Tools with `verdict.protocol: jsonrpc` get a JSON-RPC 2.0 error with
- * the request's `id` and HTTP 200 (what MCP clients read); everyone else RFC 9457 problem+json.
+ * the request's `id` (`rpcId`, from `jsonRpcId`) and HTTP 200 (what MCP clients read); everyone
+ * else RFC 9457 problem+json.
  */
 export function renderVerdict(
   facts: VerdictFacts,
   requestHeaders: HeaderMap,
-  parsedBody: unknown,
+  rpcId: string | number | null,
 ): GateResponse {
   const headers: Record<string, string> = { ...verdictHeaders(facts), 'cache-control': 'no-store' };
   if (facts.retryAfterSeconds !== undefined) headers['retry-after'] = String(facts.retryAfterSeconds);
@@ -127,7 +128,7 @@ export function renderVerdict(
   if (facts.tool?.verdict.protocol === 'jsonrpc') {
     const rpc = {
       jsonrpc: '2.0',
-      id: jsonRpcId(parsedBody),
+      id: rpcId,
       error: { code: JSONRPC_CODES[facts.verdict], message: facts.detail, data: body },
     };
     headers['content-type'] = 'application/json';

@@ -7,5 +7,5 @@ export { formatIp, type IpAddress, IpRange, parseIp } from './ip-range.js';
 export { compileJsonPath } from './json-path.js';
 export type { LenientMatch } from './lenient-match.js';
 export { loadPolicies } from './load-policies.js';
-export { type PolicyFileText, parsePolicyFiles } from './parse-policy-files.js';
+export { type PolicyFileText, parsePolicyFiles, policySources } from './parse-policy-files.js';
 export type * from './types.js';

@@ -49,13 +49,29 @@ export function parsePolicyFiles(files: readonly PolicyFileText[]): PolicySet {
   checkUniqueIds(issues, tools);
   checkDistinctRoutes(issues, tools);
   if (issues.length > 0) throw new PolicyError(sortIssues(issues, files));
-  return deepFreeze<PolicySet>({
+  const set = deepFreeze<PolicySet>({
     default: defaultAction?.value ?? 'allow',
     loopBreaker: { maxDuplicateSkips: skips?.value ?? 3 },
     egress: egress?.value.policy ?? DEFAULT_EGRESS,
     tools: tools.map((t) => t.tool),
     files: files.map((f) => f.file),
   });
+  SOURCES.set(set, Object.freeze(files.map(({ file, text }) => Object.freeze({ file, text }))));
+  return set;
+}
+
+/** The texts each set this module compiled was compiled from, keyed by the set itself. */
+const SOURCES = new WeakMap<PolicySet, readonly PolicyFileText[]>();
+
+/**
+ * The texts `set` was compiled from, or null when `set` is not one `parsePolicyFiles` (or
+ * `loadPolicies`) returned as it is (a set composed by hand, `{ ...a, tools: [...] }`). A
+ * body-analysis worker compiles its own copy of the policies from these (compiled tools hold
+ * functions, which cannot cross threads), so only the very object compiled from them may be used:
+ * any other set could decide differently on the worker than on the event loop.
+ */
+export function policySources(set: PolicySet): readonly PolicyFileText[] | null {
+  return SOURCES.get(set) ?? null;
 }
 
 /** A setting several files may repeat, but only with the same value. */

@@ -13,8 +13,9 @@
  *    - the SNI names a governed host: with a local CA (`--ca-dir`) TLS is terminated with a leaf
  *      for the SNI host and the decrypted stream is served as `https://` requests to that host;
  *      without one the tunnel is closed, never relayed ungoverned;
- *    - the CONNECT host is governed and there is a CA: intercepted as the CONNECT host (a client
- *      that checks the certificate against another SNI name then aborts the handshake);
+ *    - the CONNECT host is governed: with a CA intercepted as the CONNECT host (a client that
+ *      checks the certificate against another SNI name then aborts the handshake); without one
+ *      closed, whatever the SNI says or if it says nothing;
  *    - otherwise TLS is relayed byte for byte, never decrypted.
  *    The `200` already went out, so a closed TLS tunnel gets a fatal `access_denied` alert (the
  *    client's TLS library reports it), a warning log line and a counter.
@@ -318,8 +319,16 @@ export class ConnectTunnel {
       }
       return { kind: 'intercept', authority: { host: sni, port: authority.port } };
     }
-    if (decision.kind === 'govern' && this.#ca !== undefined) return { kind: 'intercept', authority };
-    return { kind: 'relay' };
+    if (decision.kind !== 'govern') return { kind: 'relay' };
+    if (this.#ca !== undefined) return { kind: 'intercept', authority };
+    // The CONNECT names a governed host and the gate cannot read what the tunnel carries: an SNI
+    // left out or naming another host does not make it safe to relay (the destination's default
+    // virtual host answers, and the POST goes out ungoverned; issue 10 review).
+    return {
+      kind: 'close',
+      counter: 'tunnelsRefusedSniUngovernable',
+      reason: `it carries TLS to ${authority.host}:${authority.port}, a governed destination, ${sni === null ? 'without an SNI' : `with the SNI ${sni}`}, and the gate has no CA (--ca-dir) to intercept it`,
+    };
   }
 
   /** Closes a tunnel refused after its `200`: a TLS alert when it carries TLS, a log line, a count. */

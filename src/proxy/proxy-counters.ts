@@ -15,7 +15,7 @@ export interface ProxyCountersSnapshot {
   readonly tunnelsIdleClosed: number;
   /** TLS tunnels closed because their SNI names a host the gate refuses (`default: block`). */
   readonly tunnelsRefusedSniBlocked: number;
-  /** TLS tunnels closed because their SNI names a governed host and the proxy has no CA. */
+  /** TLS tunnels closed because their SNI or CONNECT host is a governed host and the proxy has no CA. */
   readonly tunnelsRefusedSniUngovernable: number;
   /** TLS tunnels closed because their ClientHello could not be read (malformed, too large). */
   readonly tunnelsRefusedBadClientHello: number;

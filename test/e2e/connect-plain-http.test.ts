@@ -1,8 +1,9 @@
 /**
  * CONNECT through the real `effectgate proxy` binary on an embedded store: plain HTTP inside a
  * tunnel (undici's default for `http://` URLs) is governed exactly like absolute-form requests,
- * TLS inside a tunnel is relayed untouched, and `default: block` refuses tunnels to hosts no tool
- * names before anything reaches them.
+ * TLS inside a tunnel to a host no tool names is relayed untouched (to a governed one, which this
+ * proxy has no CA to read, refused), and `default: block` refuses tunnels to hosts no tool names
+ * before anything reaches them.
  */
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
@@ -157,7 +158,7 @@ describe('CONNECT through the proxy binary (pglite)', () => {
     }
   });
 
-  it('relays TLS inside CONNECT byte for byte: the client sees the destination certificate', async () => {
+  it('relays TLS to a host no tool names byte for byte, and refuses TLS to a governed one it cannot read', async () => {
     const cert = selfSignedCert();
     const secure = await startUpstream(reply(200, { secure: true }), { tls: cert });
     const tlsProxy = await startProxyProcess([
@@ -169,7 +170,13 @@ describe('CONNECT through the proxy binary (pglite)', () => {
       String(secure.port),
     ]);
     try {
-      const raw = await openTunnel(tlsProxy.port, `127.0.0.1:${secure.port}`);
+      // 127.0.0.1 is governed, and this proxy has no CA to read TLS to it: refused, TLS alert.
+      const governed = await openTunnel(tlsProxy.port, `127.0.0.1:${secure.port}`);
+      const refused = tlsConnect({ socket: governed, servername: 'localhost', ca: cert.cert });
+      const [err] = (await once(refused, 'error')) as [Error];
+      expect(err.message).toMatch(/access denied/i);
+      // `localhost` is a name no tool uses: relayed.
+      const raw = await openTunnel(tlsProxy.port, `localhost:${secure.port}`);
       const tls = tlsConnect({ socket: raw, servername: 'localhost', ca: cert.cert });
       await once(tls, 'secureConnect');
       expect(tls.getPeerCertificate().fingerprint256).toBe(new X509Certificate(cert.cert).fingerprint256);

@@ -2,8 +2,8 @@
  * HTTPS interception through the real `effectgate proxy` binary (`--ca-dir`): TLS to a host some
  * tool names is terminated with the local CA and governed like plain HTTP (curl, Python's
  * urllib, Node's tls), the gate dialling the real upstream over TLS (`--upstream-ca`); TLS to a
- * host no tool names is relayed untouched. Without `--ca-dir` TLS is always relayed (see
- * connect-plain-http.test.ts).
+ * host no tool names is relayed untouched. Without `--ca-dir` TLS to a governed host is refused
+ * (see connect-plain-http.test.ts).
  */
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';

@@ -201,10 +201,13 @@ describe('forward proxy: CONNECT routing and relaying', () => {
     expect(up.connections()).toBe(0);
   });
 
-  it('relays TLS byte for byte: the client sees the destination certificate', async () => {
+  it('relays TLS to a host no tool names byte for byte: the client sees the destination certificate', async () => {
     const cert = selfSignedCert();
     const up = await upstream(reply(200, { secure: true }), { tls: cert });
-    const { port, gate } = await startProxy({ govern: ['127.0.0.1'] }, { allowConnectPorts: [up.port] });
+    const { port, gate } = await startProxy(
+      { govern: ['api.example.test'] },
+      { allowConnectPorts: [up.port] },
+    );
     const raw = netConnect(port, '127.0.0.1');
     defer(() => {
       raw.destroy();

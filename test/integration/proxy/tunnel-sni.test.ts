@@ -53,8 +53,13 @@ async function exchange(tls: TLSSocket, request: string): Promise<string> {
 }
 
 /** The error a TLS handshake through the tunnel ends with (it must not succeed). */
-async function handshakeError(raw: Socket, servername: string, ca: string): Promise<Error> {
-  const tls = tlsConnect({ socket: raw, servername, ca });
+/** `servername` undefined: no SNI at all (an IP host sends none). */
+async function handshakeError(raw: Socket, servername: string | undefined, ca: string): Promise<Error> {
+  const tls = tlsConnect({
+    socket: raw,
+    ca,
+    ...(servername === undefined ? { host: '127.0.0.1' } : { servername }),
+  });
   const [err] = (await once(tls, 'error')) as [Error];
   return err;
 }
@@ -162,6 +167,30 @@ describe('forward proxy: TLS tunnels are routed by their SNI', () => {
     expect(up.requests).toHaveLength(0);
     expect(proxy.counters().tunnelsRefusedSniUngovernable).toBe(2);
     expect(logged[0]).toMatch(/SNI localhost is a governed host and the gate has no CA/);
+  });
+
+  it('closes, without a CA, TLS to a governed CONNECT host whose SNI names another host or nothing', async () => {
+    const upstreamCert = selfSignedCert();
+    const up = await upstream(reply(201), { tls: upstreamCert });
+    const logged: string[] = [];
+    const logger = { info() {}, error() {}, warn: (_f: unknown, message: string) => logged.push(message) };
+    const { port, proxy } = await startProxy(
+      { govern: ['127.0.0.1'] },
+      { allowConnectPorts: [up.port], logger },
+    );
+    // The destination's default virtual host would answer either one: relayed, the POST inside
+    // would reach the governed API unread.
+    for (const servername of ['not-governed.example', undefined]) {
+      const raw = await openTunnel(port, `127.0.0.1:${up.port}`);
+      const err = await handshakeError(raw, servername, upstreamCert.cert);
+      expect(err.message).toMatch(/access denied/i);
+    }
+    expect(up.requests).toHaveLength(0);
+    expect(proxy.counters().tunnelsRefusedSniUngovernable).toBe(2);
+    expect(logged.join('\n')).toMatch(
+      /governed destination, with the SNI not-governed\.example, and the gate has no CA/,
+    );
+    expect(logged.join('\n')).toMatch(/governed destination, without an SNI, and the gate has no CA/);
   });
 
   it('closes a tunnel whose SNI the policies refuse (default: block), whatever the authority', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  jsonRpcId,
   negotiateProblemType,
   renderVerdict,
   type VerdictFacts,
@@ -45,7 +46,7 @@ describe('negotiateProblemType', () => {
 
 describe('renderVerdict', () => {
   it('renders an RFC 9457 problem with message, verdict facts and Effectgate headers', () => {
-    const r = renderVerdict(duplicate, {}, undefined);
+    const r = renderVerdict(duplicate, {}, null);
     expect(r.status).toBe(409);
     expect(r.headers['content-type']).toBe('application/problem+json');
     expect(r.headers['effectgate-verdict']).toBe('duplicate');
@@ -66,7 +67,7 @@ describe('renderVerdict', () => {
   });
 
   it('says source: null when the source is unknown, never inventing one', () => {
-    const body = json(renderVerdict({ ...duplicate, source: null }, {}, undefined).body);
+    const body = json(renderVerdict({ ...duplicate, source: null }, {}, null).body);
     expect(body['source']).toBeNull();
   });
 
@@ -74,7 +75,7 @@ describe('renderVerdict', () => {
     const r = renderVerdict(
       { ...duplicate, verdict: 'pending', source: undefined, retryAfterSeconds: 2 },
       {},
-      undefined,
+      null,
     );
     expect(r.headers['retry-after']).toBe('2');
   });
@@ -83,7 +84,7 @@ describe('renderVerdict', () => {
     const r = renderVerdict(
       { ...duplicate, tool: rpcTool },
       {},
-      { jsonrpc: '2.0', id: 7, method: 'tools/call' },
+      jsonRpcId({ jsonrpc: '2.0', id: 7, method: 'tools/call' }),
     );
     expect(r.status).toBe(200);
     const body = json(r.body) as {

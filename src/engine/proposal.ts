@@ -1,0 +1,178 @@
+import type { Classification, Classifier, Tool } from '../policy/index.js';
+import type { BlockInput, DedupeKeyInput, Scope } from '../store/index.js';
+import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
+import { ArgumentRefusal } from './argument-refusal.js';
+import type { BodyLimits } from './json-scan.js';
+import type { TRANSPORT_PROBLEMS } from './problem-response.js';
+import { refuseRepeatedKeyArguments } from './repeated-arguments.js';
+import { authorityRef, requestFingerprint } from './request-fingerprint.js';
+import type { HeadRoute, RouteClassifier } from './route-classifier.js';
+import { redactedPath } from './secret-captures.js';
+import { buildSemanticKey } from './semantic-key.js';
+import type { GateRequest } from './types.js';
+import { foldedMatch, unreadableBody } from './unclassified-body.js';
+import { jsonRpcId } from './verdict-response.js';
+
+/** What a proposal needs besides the request: the same on the event loop and in an analysis worker. */
+export interface ProposalContext {
+  readonly classifier: Classifier;
+  readonly routes: RouteClassifier;
+  /** Run id for requests without `Effectgate-Run`. */
+  readonly runId: string;
+  readonly scope: Scope;
+  readonly authorityKey: string | null;
+  readonly maxDuplicateSkips: number;
+  readonly bodyLimits: BodyLimits;
+}
+
+export type DecideCommon = Omit<BlockInput, 'kind' | 'decisionId' | 'reason'>;
+
+/** A classified, keyed proposal, built before any store round trip. */
+export interface Proposal {
+  readonly tool: Tool;
+  readonly args: ArgumentDocument;
+  /** The JSON-RPC `id` of the request body (what a JSON-RPC verdict answers with), else null. */
+  readonly rpcId: string | number | null;
+  readonly common: DecideCommon;
+  readonly key: DedupeKeyInput | null;
+  readonly keyError: string | null;
+  /** Refuse (record a `block`): the key cannot be built and the tool does not let it through. */
+  readonly block: boolean;
+}
+
+/** Everything the gate can say about a governed request without its store. */
+export type Proposed =
+  | { readonly kind: 'proposal'; readonly proposal: Proposal }
+  /** Refused before the store, nothing sent; `path` names the argument when there is one. */
+  | {
+      readonly kind: 'refused';
+      readonly problem: keyof typeof TRANSPORT_PROBLEMS;
+      readonly detail: string;
+      readonly path: string | null;
+    }
+  /** A route matched but no tool's body conditions did, and the body was read: relay it. */
+  | { readonly kind: 'unclassified' };
+
+/**
+ * The tool, its arguments, the trail facts and the semantic key of a request that `route()` sent
+ * to `handle()`. Pure and synchronous: `ProposalPool` runs it on a worker thread for large bodies,
+ * where it is the costly part of a governed request (parsing, canonical JSON, hashing), so that
+ * one client's megabyte never stalls the event loop every other request waits on (issue 10).
+ */
+export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
+  try {
+    return classify(ctx, request);
+  } catch (err) {
+    // Ambiguous or too complex arguments: refused before any store round trip, nothing sent.
+    if (err instanceof ArgumentRefusal) {
+      return { kind: 'refused', problem: err.problem, detail: err.message, path: err.path };
+    }
+    // Arguments the gate cannot represent (e.g. JSON nested too deep to canonicalize) are the
+    // client's problem, not a store outage: answer 400 so the agent fixes the call.
+    return {
+      kind: 'refused',
+      problem: 'bad_request',
+      detail: `The gate cannot read this request's arguments (${err instanceof Error ? err.message : String(err)}). Nothing was sent.`,
+      path: null,
+    };
+  }
+}
+
+function classify(ctx: ProposalContext, request: GateRequest): Proposed {
+  const args0 = buildArgumentDocument(request, {}, ctx.bodyLimits);
+  const route = ctx.routes.classify(request, args0.body);
+  const chosen = ctx.classifier.select(route.candidates, args0.body);
+  if (chosen === null) return unclassified(request, args0.body, route.candidates);
+  const tool = chosen.tool;
+  const args: ArgumentDocument = { ...args0, path: chosen.params };
+  refuseRepeatedKeyArguments(tool, request, args);
+  const scope = request.scope ?? ctx.scope;
+  const ctxHeaders = request.context;
+  const common: DecideCommon = {
+    runId: ctxHeaders.run ?? ctx.runId,
+    step: ctxHeaders.step,
+    worker: ctxHeaders.worker,
+    agentVersion: ctxHeaders.agentVersion,
+    scope,
+    toolId: tool.id,
+    explain: tool.match.explain(),
+    maxDuplicateSkips: ctx.maxDuplicateSkips,
+    request: {
+      scheme: request.scheme,
+      method: route.method,
+      host: request.host,
+      port: request.port,
+      path: redactedPath(request.path, tool, chosen.params),
+      route: routeFact(tool, route, request.method),
+      fingerprint: requestFingerprint(request, tool, args),
+      authorityRef: authorityRef(request.headers, ctx.authorityKey),
+    },
+  };
+  const rpcId = jsonRpcId(args.body);
+  if (tool.dedupe === null)
+    return proposal({ tool, args, rpcId, common, key: null, keyError: null, block: false });
+  const k = buildSemanticKey(tool, scope, args, ctx.authorityKey);
+  if (k.ok) {
+    const key = {
+      hash: k.hash,
+      values: k.values,
+      windowMs: tool.dedupe.windowMs,
+      pendingTtlMs: tool.dedupe.pendingTtlMs,
+    };
+    return proposal({ tool, args, rpcId, common, key, keyError: null, block: false });
+  }
+  // An unrepresentable value is refused whatever on_missing says: letting it through would
+  // govern nothing while claiming to.
+  const block = tool.dedupe.onMissing === 'block' || k.reason === 'key_value_invalid';
+  return proposal({
+    tool,
+    args,
+    rpcId,
+    common,
+    key: null,
+    keyError: `${k.reason}: ${k.paths.join(', ')}`,
+    block,
+  });
+}
+
+function proposal(p: Proposal): Proposed {
+  return { kind: 'proposal', proposal: p };
+}
+
+/**
+ * A route matched but no tool's body conditions did: unclassified, unless the gate could not read
+ * the body at all (a destination may: it inflates gzip, decodes UTF-16, accepts NaN or a batch),
+ * or the conditions hold but for letter case in member names (`"Name"` for `name`, which a
+ * case-insensitive binder reads as the tool's call). Either way it would walk past its tool.
+ */
+function unclassified(request: GateRequest, body: unknown, candidates: readonly Classification[]): Proposed {
+  const unreadable = unreadableBody(request, body);
+  if (unreadable !== null) {
+    return {
+      kind: 'refused',
+      problem: 'body_unreadable',
+      detail: `This route's tools are chosen by the request body, and the gate cannot read this one (${unreadable}). Send one uncompressed UTF-8 JSON object per request. Nothing was sent.`,
+      path: null,
+    };
+  }
+  const folded = foldedMatch(body, candidates);
+  if (folded !== null) {
+    return {
+      kind: 'refused',
+      problem: 'arguments_ambiguous',
+      detail: `The body matches the conditions of tool ${folded} only if member names are read without letter case, as some servers read them. Spell the members as the API does. Nothing was sent.`,
+      path: null,
+    };
+  }
+  return { kind: 'unclassified' };
+}
+
+/** The tool's route, plus how this request reached it when it was not by its plain spelling. */
+function routeFact(tool: Tool, route: HeadRoute, sentMethod: string): string {
+  const notes: string[] = [];
+  if (route.override !== null)
+    notes.push(`sent as ${sentMethod} with ${route.override.source}: ${route.method}`);
+  if (route.resolvedHost !== null) notes.push(`addressed by IP, classified as ${route.resolvedHost}`);
+  const explain = tool.match.explain();
+  return notes.length === 0 ? explain : `${explain} (${notes.join('; ')})`;
+}
