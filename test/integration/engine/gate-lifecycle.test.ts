@@ -152,7 +152,6 @@ describe('gate lifecycle', () => {
         const instanceId = `gate-${uuidv7()}`;
         // A previous life that died with an attempt in flight (the store never heard of its end).
         await store.registerInstance(instanceId);
-        const _order = `lost-${uuidv7()}`;
         const lost = await store.decide({
           kind: 'reserve',
           decisionId: uuidv7(),
