@@ -21,7 +21,7 @@ export const ERROR_CODES = {
   EG_ERR_DESTINATION_REFUSED:
     "The destination address is one the gate never connects to (0.0.0.0, ::, or one the policies' egress block denies).",
   EG_ERR_ARGUMENTS_AMBIGUOUS:
-    'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads).',
+    'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads), or MCP routing headers that disagree with its body.',
   EG_ERR_BAD_REQUEST: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',
   EG_ERR_AMBIGUOUS_ROUTE:
     'A request to a governed host would reach a tool only under a lenient reading of its path (`\\`, case, `;params`, `//`, `%2F`).',

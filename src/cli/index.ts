@@ -16,7 +16,10 @@ commands:
                      --ca-dir, --upstream-ca, --instance-id, --drain-timeout 10s, --authority-key-file,
                      --max-connections 1024, --max-connections-per-client 256, --keep-alive-timeout 5s,
                      --tunnel-peek-timeout 10s, --tunnel-idle-timeout 2m, --analysis-threads 1)
-  policies check DIR validate tool classifications; prints the tools or the errors (exit 1)
+  policies check DIR validate tool classifications; prints the tools or the errors (exit 1); --json;
+                     --from-tools-list FILE also warns about MCP tools that may have effects and that no
+                     tool classifies with a dedupe key, with YAML to start from (--mcp-host HOST, default
+                     the one host the jsonrpc tools name; --mcp-path /mcp; --strict: exit 3 on warnings)
   trail <operation-id>  the operation's intent and state, then its timeline: decisions, attempts,
                      observations, approvals (--json; --run RUN for a run's decisions;
                      --tool T --key '["v1","v2"]' to find one by its key values)

@@ -2,7 +2,7 @@ import { EffectgateError } from '../errors.js';
 import type { BodyLimits } from './json-scan.js';
 
 /** The transport problem a refusal is answered with (status and title: `problem-response.ts`). */
-export type ArgumentProblem = 'arguments_ambiguous' | 'body_too_complex';
+export type ArgumentProblem = 'arguments_ambiguous' | 'body_too_complex' | 'headers_disagree';
 
 /**
  * Arguments the gate refuses to read, before any store round trip and with nothing sent: the
@@ -15,10 +15,7 @@ export class ArgumentRefusal extends EffectgateError {
   readonly path: string | null;
 
   private constructor(problem: ArgumentProblem, path: string | null, detail: string) {
-    super(
-      problem === 'arguments_ambiguous' ? 'EG_ERR_ARGUMENTS_AMBIGUOUS' : 'EG_ERR_BODY_TOO_COMPLEX',
-      detail,
-    );
+    super(problem === 'body_too_complex' ? 'EG_ERR_BODY_TOO_COMPLEX' : 'EG_ERR_ARGUMENTS_AMBIGUOUS', detail);
     this.name = 'ArgumentRefusal';
     this.problem = problem;
     this.path = path;
@@ -56,6 +53,24 @@ export class ArgumentRefusal extends EffectgateError {
       'arguments_ambiguous',
       keyPath,
       `The request gives ${JSON.stringify(name)} both in the query and in the body, and the key path ${keyPath} of tool ${toolId} reads one of them. Servers disagree on which one counts, so the gate cannot tell which effect this call asks for. Send it in one place. Nothing was sent.`,
+    );
+  }
+
+  /**
+   * An MCP routing header (`Mcp-Method`, `Mcp-Name`, MCP 2026-07-28) that names another method or
+   * tool than the JSON-RPC body: an intermediary may route by the header, the server acts on the
+   * body (or the reverse), so the gate would classify one call while another is made.
+   */
+  static headersDisagree(
+    header: string,
+    headerValue: string,
+    path: string,
+    bodyValue: unknown,
+  ): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'headers_disagree',
+      path,
+      `The ${header} header says ${JSON.stringify(headerValue)} but the JSON-RPC body has ${JSON.stringify(bodyValue ?? null)} at ${path}. MCP requires the two to agree; the gate cannot tell which call this is. Send the header the body implies. Nothing was sent.`,
     );
   }
 

@@ -1,6 +1,7 @@
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
 import { sha256Ref } from './canonical-json.js';
+import { jsonRpcOutcome } from './jsonrpc-outcome.js';
 import { formatAuthority } from './normalize-head.js';
 import { extractDestinationRef, readReplayed } from './response-facts.js';
 import type { GateRequest, UpstreamRequest, UpstreamResult } from './types.js';
@@ -44,6 +45,7 @@ export function toUpstream(
 export function outcomeOf(
   sent: UpstreamResult,
   tool: Tool,
+  rpcId: string | number | null,
   allow: Extract<DecideResult, { verdict: 'allow' }>,
   keyHash: string | null,
   windowMs: number | null,
@@ -70,14 +72,34 @@ export function outcomeOf(
       error: sent.error,
     };
   }
-  return {
+  const received = {
     ...base,
-    dispatchState: 'response_received',
-    operationState: tool.outcome.classify(sent.status),
+    dispatchState: 'response_received' as const,
     status: sent.status,
     responseFingerprint: sha256Ref(sent.body),
-    destinationRef: extractDestinationRef(tool, sent.body),
     replayed: readReplayed(tool, sent.headers),
+  };
+  if (tool.verdict.protocol === 'jsonrpc') {
+    // The JSON-RPC response says what happened, inside whatever HTTP status (jsonrpc-outcome.ts).
+    const contentType = sent.headers['content-type'];
+    const rpc = jsonRpcOutcome(
+      tool,
+      rpcId,
+      sent.status,
+      Array.isArray(contentType) ? contentType[0] : contentType,
+      sent.body,
+    );
+    return {
+      ...received,
+      operationState: rpc.operationState,
+      destinationRef: rpc.destinationRef,
+      error: rpc.note,
+    };
+  }
+  return {
+    ...received,
+    operationState: tool.outcome.classify(sent.status),
+    destinationRef: extractDestinationRef(tool, sent.body),
     error: null,
   };
 }

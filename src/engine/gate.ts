@@ -20,6 +20,7 @@ import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { isRetryable, type OutcomeOutbox } from './outcome-outbox.js';
 import {
   ambiguousRouteResponse,
+  asJsonRpcError,
   problemResponse,
   renderStoreUnavailable,
   transportProblem,
@@ -255,11 +256,12 @@ export class Gate implements GateHandler {
     }
     if (proposed.kind === 'refused') {
       this.#o.logger.info({ problem: proposed.problem, path: proposed.path }, 'arguments refused');
-      return transportProblem(
+      const refusal = transportProblem(
         proposed.problem,
         proposed.detail,
         proposed.path === null ? undefined : { path: proposed.path },
       );
+      return proposed.rpcId === undefined ? refusal : asJsonRpcError(refusal, proposed.rpcId);
     }
     if (proposed.kind === 'unclassified') {
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
@@ -394,7 +396,15 @@ export class Gate implements GateHandler {
     const sent = await send(upstream);
     const upstreamMs = performance.now() - sendStarted;
     const durationMs = Math.round(upstreamMs * 1000) / 1000;
-    const outcome = outcomeOf(sent, tool, result, key?.hash ?? null, key?.windowMs ?? null, durationMs);
+    const outcome = outcomeOf(
+      sent,
+      tool,
+      p.rpcId,
+      result,
+      key?.hash ?? null,
+      key?.windowMs ?? null,
+      durationMs,
+    );
     o.metrics.upstream(tool.id, outcome.operationState, upstreamMs);
     const facts: VerdictFacts = {
       verdict: 'allow',

@@ -84,6 +84,12 @@ export const TRANSPORT_PROBLEMS = {
   proxy_auth_required: { status: 407, title: 'Proxy authentication required', code: 'EG_ERR_BAD_REQUEST' },
   // Arguments refused before any store round trip (texts: `argument-refusal.ts`).
   arguments_ambiguous: { status: 422, title: 'Ambiguous arguments', code: 'EG_ERR_ARGUMENTS_AMBIGUOUS' },
+  // MCP routing headers that name another call than the body (MCP 2026-07-28 requires 400).
+  headers_disagree: {
+    status: 400,
+    title: 'Routing headers disagree with the body',
+    code: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
+  },
   body_too_complex: { status: 413, title: 'Request body too complex', code: 'EG_ERR_BODY_TOO_COMPLEX' },
   body_unreadable: { status: 415, title: 'Request body unreadable', code: 'EG_ERR_BODY_UNREADABLE' },
   destination_refused: { status: 403, title: 'Destination refused', code: 'EG_ERR_DESTINATION_REFUSED' },
@@ -113,6 +119,22 @@ export function transportProblem(
     ...(extra === undefined ? {} : { extra }),
     ...(p.retryAfterSeconds === undefined ? {} : { headers: { 'retry-after': String(p.retryAfterSeconds) } }),
   });
+}
+
+/**
+ * A problem response as a JSON-RPC 2.0 error (`-32600` Invalid Request) with the request's `id`,
+ * keeping the HTTP status: what an MCP server itself answers a request it rejects at the transport
+ * (MCP 2026-07-28: 400 with a JSON-RPC error), so an MCP client surfaces the gate's message.
+ */
+export function asJsonRpcError(response: GateResponse, rpcId: string | number | null): GateResponse {
+  const data = JSON.parse(new TextDecoder().decode(response.body)) as { detail?: unknown };
+  return {
+    status: response.status,
+    headers: { ...response.headers, 'content-type': 'application/json' },
+    body: encoder.encode(
+      JSON.stringify({ jsonrpc: '2.0', id: rpcId, error: { code: -32600, message: data.detail, data } }),
+    ),
+  };
 }
 
 /**

@@ -3,6 +3,7 @@ import type { BlockInput, DedupeKeyInput, Scope } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
 import type { BodyLimits } from './json-scan.js';
+import { refuseDisagreeingMcpHeaders } from './mcp-routing-headers.js';
 import type { TRANSPORT_PROBLEMS } from './problem-response.js';
 import { refuseRepeatedKeyArguments } from './repeated-arguments.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
@@ -49,6 +50,8 @@ export type Proposed =
       readonly problem: keyof typeof TRANSPORT_PROBLEMS;
       readonly detail: string;
       readonly path: string | null;
+      /** Set when the refusal is answered as a JSON-RPC error to this request id. */
+      readonly rpcId?: string | number | null;
     }
   /** A route matched but no tool's body conditions did, and the body was read: relay it. */
   | { readonly kind: 'unclassified' };
@@ -81,6 +84,21 @@ export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
 function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   const args0 = buildArgumentDocument(request, {}, ctx.bodyLimits);
   const route = ctx.routes.classify(request, args0.body);
+  if (route.candidates.length > 0) {
+    try {
+      refuseDisagreeingMcpHeaders(request, args0.body);
+    } catch (err) {
+      // Answered as the MCP server itself would: 400 with a JSON-RPC error for this request's id.
+      if (!(err instanceof ArgumentRefusal)) throw err;
+      return {
+        kind: 'refused',
+        problem: err.problem,
+        detail: err.message,
+        path: err.path,
+        rpcId: jsonRpcId(args0.body),
+      };
+    }
+  }
   const chosen = ctx.classifier.select(route.candidates, args0.body);
   if (chosen === null) return unclassified(request, args0.body, route.candidates);
   const tool = chosen.tool;

@@ -1,4 +1,5 @@
 import { compileMatch } from './compile-match.js';
+import { compileJsonPath } from './json-path.js';
 import type { PolicyReader, Slot, SourcePosition } from './policy-reader.js';
 import { readArgumentPaths } from './policy-values.js';
 import type { RouteMatcher } from './route-matcher.js';
@@ -66,6 +67,7 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
   const effectSlot = f.get('effect');
   const effect = effectSlot === undefined ? null : r.oneOf(effectSlot, EFFECTS);
 
+  const protocol = readProtocol(r, f.get('verdict'));
   const dedupeSlot = f.get('dedupe');
   const idemSlot = f.get('idempotency');
   const reconcileSlot = f.get('reconcile');
@@ -77,13 +79,14 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
     dedupe: dedupeSlot === undefined ? null : readDedupe(r, dedupeSlot, captures),
     idempotency: idemSlot === undefined ? null : readIdempotency(r, idemSlot),
     retry: { budget: readRetryBudget(r, f.get('retry')) },
-    outcome: readOutcome(r, f.get('outcome')),
+    outcome: readOutcome(r, f.get('outcome'), protocol),
     response: readResponse(r, f.get('response')),
     redact: f.has('redact') ? readArgumentPaths(r, f.get('redact')!, captures) : [],
     fingerprintIgnore: readFingerprintIgnore(r, f.get('fingerprint'), captures),
     reconcile: reconcileSlot === undefined ? null : readReconcile(r, reconcileSlot, captures),
-    verdict: { protocol: readProtocol(r, f.get('verdict')) },
+    verdict: { protocol },
   };
+  if (protocol === 'jsonrpc') tool.fingerprintIgnore.push(...JSONRPC_VOLATILE);
   if (r.issueCount !== before || matcher === null || effect === null || id === null) return null;
   return {
     tool: { ...tool, match: matcher, effect },
@@ -99,6 +102,17 @@ function readRetryBudget(r: PolicyReader, slot: Slot | undefined): number {
   const budget = f?.get('budget');
   return (budget && r.integer(budget, 1)) ?? 3;
 }
+
+/**
+ * What every JSON-RPC request carries that changes on each retry by design (DESIGN.md §4.1): the
+ * request `id` (a client must not reuse one) and `params._meta` (progress token, trace context).
+ * Never part of the fingerprint of a JSON-RPC tool, whatever the policy says, so a retry after a
+ * lost response is attempt n+1 of its operation, not a materially changed request.
+ */
+const JSONRPC_VOLATILE: readonly CompiledPath[] = Object.freeze([
+  compileJsonPath('$.body.id'),
+  compileJsonPath('$.body.params._meta'),
+]);
 
 function readFingerprintIgnore(
   r: PolicyReader,

@@ -7,5 +7,23 @@ export { formatIp, type IpAddress, IpRange, parseIp } from './ip-range.js';
 export { compileJsonPath } from './json-path.js';
 export type { LenientMatch } from './lenient-match.js';
 export { loadPolicies } from './load-policies.js';
+export { loadToolsList, MAX_TOOLS_LIST_BYTES } from './load-tools-list.js';
 export { type PolicyFileText, parsePolicyFiles, policySources } from './parse-policy-files.js';
+export {
+  type AnnotationReport,
+  type AnnotationWarning,
+  type AnnotationWarningReason,
+  annotationWarnings,
+  type McpEndpoint,
+  mcpEndpoint,
+  toolsCallBody,
+} from './tool-annotations.js';
+export {
+  MCP_DEFAULT_HINTS,
+  type McpHintName,
+  type McpToolDescription,
+  type McpToolHints,
+  parseToolsList,
+  type ToolsList,
+} from './tools-list.js';
 export type * from './types.js';

@@ -33,6 +33,7 @@ export function selectorText(s: StatusSelector): string {
  */
 export function buildOutcomeContract(
   lists: Readonly<Record<OutcomeClass, readonly StatusSelector[]>>,
+  toolError: OutcomeClass = 'failed',
 ): OutcomeContract {
   const table: (OutcomeClass | undefined)[] = new Array(600).fill(undefined);
   for (const kind of ['class', 'code'] as const) {
@@ -50,6 +51,7 @@ export function buildOutcomeContract(
     succeeded: Object.freeze(lists.succeeded.map((s) => Object.freeze({ ...s }))),
     failed: Object.freeze(lists.failed.map((s) => Object.freeze({ ...s }))),
     unknown: Object.freeze(lists.unknown.map((s) => Object.freeze({ ...s }))),
+    toolError,
     classify(status: number): OutcomeClass {
       return (Number.isInteger(status) ? frozenTable[status] : undefined) ?? 'unknown';
     },

@@ -18,6 +18,7 @@ import type {
   ReconcileConfig,
   ResponseConfig,
   StatusSelector,
+  VerdictProtocol,
 } from './types.js';
 
 // Section readers for one tool. Each records its issues on the reader and returns a fully
@@ -80,11 +81,27 @@ export function readIdempotency(r: PolicyReader, slot: Slot): IdempotencyConfig 
  * `outcome`: lists left out keep their default, and a status (class or exact code) may sit in
  * only one list, defaults included, since a contradiction would silently pick a winner.
  */
-export function readOutcome(r: PolicyReader, slot: Slot | undefined): OutcomeContract {
+export function readOutcome(
+  r: PolicyReader,
+  slot: Slot | undefined,
+  protocol: VerdictProtocol,
+): OutcomeContract {
   const f =
     slot === undefined
       ? new Map<string, Slot>()
-      : (r.fields(slot, OUTCOME_CLASSES) ?? new Map<string, Slot>());
+      : (r.fields(slot, [...OUTCOME_CLASSES, 'tool_error']) ?? new Map<string, Slot>());
+  const toolErrorSlot = f.get('tool_error');
+  let toolError: OutcomeClass = 'failed';
+  if (toolErrorSlot !== undefined) {
+    // An MCP tool execution error (`result.isError`) exists only in a JSON-RPC response.
+    if (protocol !== 'jsonrpc') {
+      r.issue(
+        toolErrorSlot.at,
+        toolErrorSlot.field,
+        'tool_error applies only to tools with verdict: { protocol: jsonrpc }',
+      );
+    } else toolError = r.oneOf(toolErrorSlot, OUTCOME_CLASSES) ?? 'failed';
+  }
   const lists: Record<OutcomeClass, StatusSelector[]> = { succeeded: [], failed: [], unknown: [] };
   const owner = new Map<string, OutcomeClass>();
   for (const outcome of OUTCOME_CLASSES) {
@@ -122,7 +139,7 @@ export function readOutcome(r: PolicyReader, slot: Slot | undefined): OutcomeCon
       lists[outcome].push(selector);
     }
   }
-  return buildOutcomeContract(lists);
+  return buildOutcomeContract(lists, toolError);
 }
 
 export function readResponse(r: PolicyReader, slot: Slot | undefined): ResponseConfig {

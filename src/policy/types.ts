@@ -72,6 +72,11 @@ export interface OutcomeContract {
   readonly failed: readonly StatusSelector[];
   readonly unknown: readonly StatusSelector[];
   /**
+   * What an MCP tool execution error (`result.isError: true` in an HTTP 2xx JSON-RPC response)
+   * means for the operation, `outcome.tool_error` (JSON-RPC tools only); default `failed`.
+   */
+  readonly toolError: OutcomeClass;
+  /**
    * Classifies a response status by the tool's contract: exact codes win over classes, then
    * succeeded, failed, unknown in that order; a status the contract does not name is `unknown`
    * (the gate never guesses success from a verb or a status it was not told about).

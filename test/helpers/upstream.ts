@@ -56,6 +56,33 @@ export function reply(status = 200, json?: unknown, headers: Record<string, stri
   };
 }
 
+/**
+ * A JSON-RPC endpoint: answers HTTP 200 with the JSON-RPC response `answer` gives for the parsed
+ * request (default `{ result: { content: [] } }`), carrying the request's own `id`; with
+ * `sse: true` as one `message` event of a `text/event-stream`, as MCP streamable HTTP may.
+ */
+export function jsonRpcReply(
+  answer: (request: {
+    id?: unknown;
+    method?: unknown;
+    params?: unknown;
+  }) => Record<string, unknown> = () => ({
+    result: { content: [] },
+  }),
+  options: { readonly sse?: boolean } = {},
+): UpstreamHandler {
+  return (request, res) => {
+    const rpc = JSON.parse(request.body.toString('utf8')) as { id?: unknown };
+    const body = JSON.stringify({ jsonrpc: '2.0', id: rpc.id ?? null, ...answer(rpc) });
+    const payload = options.sse === true ? `event: message\ndata: ${body}\n\n` : body;
+    res.writeHead(200, {
+      'content-type': options.sse === true ? 'text/event-stream' : 'application/json',
+      'content-length': Buffer.byteLength(payload),
+    });
+    res.end(payload);
+  };
+}
+
 /** Echoes the request body back with its content type. */
 export function echo(): UpstreamHandler {
   return (request, res) => {

@@ -10,7 +10,7 @@ import type { GateRequest } from '../../../src/engine/types.js';
 import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createProxyServer, createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { delay, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+import { delay, jsonRpcReply, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
 
 const policies = parsePolicyFiles([
   {
@@ -73,7 +73,9 @@ for (const target of storeTargets()) {
       upstream = await startUpstream((req, res, raw) =>
         req.url === '/slow'
           ? delay(2_500, reply(201, { id: 2 }))(req, res, raw)
-          : reply(201, { id: 1 })(req, res, raw),
+          : req.url === '/mcp'
+            ? jsonRpcReply()(req, res, raw)
+            : reply(201, { id: 1 })(req, res, raw),
       );
       client = createUpstreamClient();
       gate = await createGate({ policies, store, scope: scopeA });
@@ -162,7 +164,7 @@ for (const target of storeTargets()) {
           }),
         ),
       });
-      expect((await gate.handle(call(1, 'create_ticket'), client.send)).status).toBe(201);
+      expect((await gate.handle(call(1, 'create_ticket'), client.send)).status).toBe(200);
       const dup = await gate.handle(call(2, 'create_ticket'), client.send);
       expect(dup.status).toBe(200);
       expect(dup.headers['effectgate-verdict']).toBe('duplicate');
@@ -176,7 +178,7 @@ for (const target of storeTargets()) {
       // A different MCP tool on the same endpoint matches no classification: relayed ungoverned.
       const other = await gate.handle(call(3, 'search_tickets'), client.send);
       expect(other.headers['effectgate-verdict']).toBeUndefined();
-      expect(other.status).toBe(201);
+      expect(other.status).toBe(200);
     });
 
     it('gives up on a dispatch before its reservation could expire: unknown, and never sent twice', async () => {

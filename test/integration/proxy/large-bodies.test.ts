@@ -11,7 +11,7 @@ import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createProxyServer, type ProxyServer } from '../../../src/proxy/index.js';
 import { gateInterceptor } from '../../../src/undici/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+import { jsonRpcReply, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
 
 const policies = parsePolicyFiles([
   {
@@ -49,7 +49,9 @@ for (const target of storeTargets()) {
 
     beforeAll(async () => {
       store = await openTestStore(target);
-      upstream = await startUpstream(reply(201, { id: 're_1' }));
+      upstream = await startUpstream((req, res, raw) =>
+        (req.url === '/mcp' ? jsonRpcReply() : reply(201, { id: 're_1' }))(req, res, raw),
+      );
       gate = await createGate({ policies, store, scope: { tenant: 'acme', area: 'shop', agent: 'bot' } });
       proxy = createProxyServer({ gate });
       const addr = await proxy.listen('127.0.0.1', 0);
@@ -135,7 +137,7 @@ for (const target of storeTargets()) {
         method: 'tools/call',
         params: { name: 'create_ticket', arguments: { subject: 'Disk full', body: PAD } },
       });
-      expect((await post('/mcp', call('a1'))).status).toBe(201);
+      expect((await post('/mcp', call('a1'))).status).toBe(200);
       const again = await post('/mcp', call('a2'));
       expect(again.status).toBe(200);
       expect(again.body).toMatchObject({
