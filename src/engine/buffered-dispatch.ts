@@ -10,6 +10,7 @@
  * received the request and answered, so the effect may have happened.
  */
 import type { Dispatcher } from 'undici';
+import { BodyStream } from './body-stream.js';
 import { classifyFailure } from './classify-failure.js';
 import { stripHopByHop } from './hop-by-hop.js';
 import { formatAuthority } from './normalize-head.js';
@@ -24,6 +25,16 @@ class ResponseTooLargeError extends Error {
 
 class DeadlineExceededError extends Error {
   readonly code = DEADLINE_EXCEEDED;
+}
+
+/** The agent stopped reading a streamed answer: the upstream request is aborted with it. */
+class ClientClosedError extends Error {
+  readonly code = 'client_closed';
+}
+
+function isEventStream(headers: Record<string, string | string[]>): boolean {
+  const ct = headers['content-type'];
+  return (Array.isArray(ct) ? ct[0] : ct)?.toLowerCase().startsWith('text/event-stream') === true;
 }
 
 export interface BufferedDispatchOptions {
@@ -61,16 +72,23 @@ export function dispatchBuffered(
     const chunks: Buffer[] = [];
     let size = 0;
     let deadline: NodeJS.Timeout | undefined;
+    /** Set once a `text/event-stream` answer is flowing (`streamEvents`): the rest goes there. */
+    let stream: BodyStream | null = null;
     const settle = (result: UpstreamResult): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(deadline);
+      // A streamed answer stays under the deadline until its last byte.
+      if (result.kind !== 'stream') clearTimeout(deadline);
       resolve(result);
     };
     if (request.deadlineMs !== undefined) {
       deadline = setTimeout(
         () => {
           expired = true;
+          if (stream !== null) {
+            controller?.abort(new DeadlineExceededError(DEADLINE_EXCEEDED));
+            return;
+          }
           settle({
             kind: 'failure',
             dispatchState: started ? 'sent_no_response' : 'not_sent',
@@ -97,10 +115,25 @@ export function dispatchBuffered(
         if (statusCode < 200) return;
         status = statusCode;
         headers = stripHopByHop(responseHeaders);
+        if (request.streamEvents === true && statusCode < 300 && isEventStream(headers)) {
+          const flowing = new BodyStream({
+            pause: () => c.pause(),
+            resume: () => c.resume(),
+            cancel: (reason) => c.abort(new ClientClosedError(reason)),
+          });
+          stream = flowing;
+          settle({ kind: 'stream', status, headers, body: flowing });
+          return;
+        }
         const declared = Number(responseHeaders['content-length']);
         if (Number.isFinite(declared) && declared > limit) c.abort(new ResponseTooLargeError());
       },
       onResponseData: (c, chunk) => {
+        if (stream !== null) {
+          // Bounded by backpressure, not by a size: an event stream may run as long as the call.
+          stream.push(chunk);
+          return;
+        }
         size += chunk.length;
         if (size > limit) {
           c.abort(new ResponseTooLargeError());
@@ -109,9 +142,19 @@ export function dispatchBuffered(
         chunks.push(chunk);
       },
       onResponseEnd: () => {
+        if (stream !== null) {
+          clearTimeout(deadline);
+          stream.finish({ kind: 'ended' });
+          return;
+        }
         settle({ kind: 'response', status, headers, body: Buffer.concat(chunks, size) });
       },
       onResponseError: (_c, err) => {
+        if (stream !== null) {
+          clearTimeout(deadline);
+          stream.finish({ kind: 'failed', error: err });
+          return;
+        }
         if (err instanceof ResponseTooLargeError) {
           settle({
             kind: 'failure',

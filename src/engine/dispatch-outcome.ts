@@ -1,7 +1,8 @@
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
 import { sha256Ref } from './canonical-json.js';
-import { jsonRpcOutcome } from './jsonrpc-outcome.js';
+import type { StreamSettlement } from './event-stream-watch.js';
+import { jsonRpcOutcome, jsonRpcResponseOutcome } from './jsonrpc-outcome.js';
 import { formatAuthority } from './normalize-head.js';
 import { extractDestinationRef, readReplayed } from './response-facts.js';
 import type { GateRequest, UpstreamRequest, UpstreamResult } from './types.js';
@@ -19,6 +20,7 @@ export function toUpstream(
   request: GateRequest,
   inject: { name: string; value: string } | null,
   deadlineMs?: number,
+  streamEvents = false,
 ): UpstreamRequest {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(request.headers)) {
@@ -28,6 +30,7 @@ export function toUpstream(
   headers['host'] = formatAuthority(request.host, request.port, request.scheme === 'https' ? 443 : 80);
   return {
     ...(deadlineMs === undefined ? {} : { deadlineMs }),
+    ...(streamEvents ? { streamEvents } : {}),
     scheme: request.scheme,
     method: request.method,
     host: request.host,
@@ -43,7 +46,7 @@ export function toUpstream(
 
 /** What one dispatch settled: attempt facts and the operation state by the tool's `outcome` contract. */
 export function outcomeOf(
-  sent: UpstreamResult,
+  sent: Exclude<UpstreamResult, { kind: 'stream' }>,
   tool: Tool,
   rpcId: string | number | null,
   allow: Extract<DecideResult, { verdict: 'allow' }>,
@@ -101,6 +104,54 @@ export function outcomeOf(
     operationState: tool.outcome.classify(sent.status),
     destinationRef: extractDestinationRef(tool, sent.body),
     error: null,
+  };
+}
+
+/**
+ * What a streamed answer settled (`watchEventStream`): read from the JSON-RPC response event when
+ * it came, else `sent_no_response` and `unknown` (the call reached the destination; its end was
+ * never seen), the same as a timeout.
+ */
+export function streamOutcomeOf(
+  settlement: StreamSettlement,
+  sent: Extract<UpstreamResult, { kind: 'stream' }>,
+  tool: Tool,
+  allow: Extract<DecideResult, { verdict: 'allow' }>,
+  keyHash: string | null,
+  windowMs: number | null,
+  durationMs: number,
+): OutcomeInput {
+  const base = {
+    operationId: allow.operationId,
+    attemptId: allow.attemptId,
+    decisionId: allow.decisionId,
+    keyHash,
+    windowMs,
+    durationMs,
+  };
+  if (settlement.kind === 'no_response') {
+    return {
+      ...base,
+      dispatchState: 'sent_no_response',
+      operationState: 'unknown',
+      status: null,
+      responseFingerprint: null,
+      destinationRef: null,
+      replayed: null,
+      error: settlement.detail,
+    };
+  }
+  const rpc = jsonRpcResponseOutcome(tool, settlement.response);
+  return {
+    ...base,
+    dispatchState: 'response_received',
+    operationState: rpc.operationState,
+    status: sent.status,
+    // Of the response event: the stream around it (progress, other messages) is not the answer.
+    responseFingerprint: sha256Ref(settlement.data),
+    destinationRef: rpc.destinationRef,
+    replayed: readReplayed(tool, sent.headers),
+    error: rpc.note,
   };
 }
 

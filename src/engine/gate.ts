@@ -4,6 +4,7 @@ import { Classifier, type PolicySet, policySources, type Tool } from '../policy/
 import {
   type DecideInput,
   type DecideResult,
+  type OutcomeInput,
   RETRY_REASONS,
   type ReconciliationInput,
   type ReconciliationResult,
@@ -11,13 +12,20 @@ import {
   type Store,
   uuidv7,
 } from '../store/index.js';
-import { dispatchDeadlineMs, dispatchFailureFacts, outcomeOf, toUpstream } from './dispatch-outcome.js';
+import {
+  dispatchDeadlineMs,
+  dispatchFailureFacts,
+  outcomeOf,
+  streamOutcomeOf,
+  toUpstream,
+} from './dispatch-outcome.js';
+import { MAX_EVENT_BYTES, watchEventStream } from './event-stream-watch.js';
 import { withoutGateHeaders } from './gate-headers.js';
 import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
 import { GovernedAddresses, governedLookup, type ResolveGovernedHosts } from './governed-addresses.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
-import { isRetryable, type OutcomeOutbox } from './outcome-outbox.js';
+import { isRetryable, type OutboxResult, type OutcomeOutbox } from './outcome-outbox.js';
 import {
   ambiguousRouteResponse,
   asJsonRpcError,
@@ -391,21 +399,12 @@ export class Gate implements GateHandler {
       request,
       tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
       deadlineMs,
+      // An MCP server answers a call with an event stream when it has progress to send.
+      tool.verdict.protocol === 'jsonrpc',
     );
     const sendStarted = performance.now();
     const sent = await send(upstream);
     const upstreamMs = performance.now() - sendStarted;
-    const durationMs = Math.round(upstreamMs * 1000) / 1000;
-    const outcome = outcomeOf(
-      sent,
-      tool,
-      p.rpcId,
-      result,
-      key?.hash ?? null,
-      key?.windowMs ?? null,
-      durationMs,
-    );
-    o.metrics.upstream(tool.id, outcome.operationState, upstreamMs);
     const facts: VerdictFacts = {
       verdict: 'allow',
       status: 200,
@@ -416,20 +415,66 @@ export class Gate implements GateHandler {
       operationId: result.operationId,
       attemptId: result.attemptId,
     };
-    // What the store settled (it may keep an operation unknown that this attempt alone would call
-    // failed: an earlier attempt sent without a response may have done the effect).
-    let operationState: string = outcome.operationState;
+    const settle = (
+      outcome: OutcomeInput,
+      ms: number,
+    ): Promise<OutboxResult & { operationState: string }> => {
+      o.metrics.upstream(tool.id, outcome.operationState, ms);
+      return this.#record(outcome, tool.id, common.runId, result, reconciled);
+    };
+    const keyHash = key?.hash ?? null;
+    const windowMs = key?.windowMs ?? null;
+    if (sent.kind === 'stream') {
+      // The agent gets the events as they come; the outcome is recorded when the response event
+      // shows it (or the stream ends without it), before that event is passed on; close() waits.
+      const watch = watchEventStream(sent.body, p.rpcId, MAX_EVENT_BYTES, (s) => {
+        const ms = performance.now() - sendStarted;
+        return settle(streamOutcomeOf(s, sent, tool, result, keyHash, windowMs, roundMs(ms)), ms);
+      });
+      this.#track(watch.recorded);
+      o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
+      return { ...this.#relay(sent, facts), stream: watch.body };
+    }
+    const outcome = outcomeOf(sent, tool, p.rpcId, result, keyHash, windowMs, roundMs(upstreamMs));
     // The effect may have happened: the agent gets the destination's answer now, whatever the
     // store says. An outcome the store cannot take yet stays in the outbox, retried while the gate
     // runs; until it lands the key stays pending, and if it never does, the reservation's expiry
     // makes the attempt sent_no_response and its operation unknown (DESIGN.md §4.1), never free.
-    const written = await o.outbox.record(outcome);
-    if (written.recorded && written.operationState !== null) operationState = written.operationState;
-    o.logger.info(
+    const written = await settle(outcome, upstreamMs);
+    o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
+    if (sent.kind === 'failure') {
+      return renderVerdict(
+        dispatchFailureFacts(facts, sent, written.operationState),
+        request.headers,
+        p.rpcId,
+      );
+    }
+    const response = this.#relay(sent, facts);
+    if (!written.recorded)
+      (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
+    return response;
+  }
+
+  /**
+   * Writes an allowed attempt's outcome (through the outbox) and logs the decision with what the
+   * store settled: it may keep an operation unknown that this attempt alone would call failed (an
+   * earlier attempt sent without a response may have done the effect).
+   */
+  async #record(
+    outcome: OutcomeInput,
+    toolId: string,
+    runId: string,
+    result: Extract<DecideResult, { verdict: 'allow' }>,
+    reconciled: ReconciliationInput | null,
+  ): Promise<OutboxResult & { operationState: string }> {
+    const written = await this.#o.outbox.record(outcome);
+    const operationState =
+      written.recorded && written.operationState !== null ? written.operationState : outcome.operationState;
+    this.#o.logger.info(
       {
         verdict: 'allow',
-        tool: tool.id,
-        run: common.runId,
+        tool: toolId,
+        run: runId,
         decision: result.decisionId,
         operation: result.operationId,
         attempt: result.attemptId,
@@ -444,14 +489,16 @@ export class Gate implements GateHandler {
       },
       'governed decision',
     );
-    o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
-    if (sent.kind === 'failure') {
-      return renderVerdict(dispatchFailureFacts(facts, sent, operationState), request.headers, p.rpcId);
-    }
-    const response = this.#relay(sent, facts);
-    if (!written.recorded)
-      (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
-    return response;
+    return { ...written, operationState };
+  }
+
+  /** Work that outlives `handle()` (a streamed answer's outcome): `close()` waits for it too. */
+  #track(work: Promise<unknown>): void {
+    const tracked = work.catch((err: unknown) =>
+      this.#o.logger.error({ err: messageOf(err) }, 'recording a streamed outcome failed'),
+    );
+    this.#inFlight.add(tracked);
+    void tracked.finally(() => this.#inFlight.delete(tracked));
   }
 
   /**
@@ -528,8 +575,9 @@ export class Gate implements GateHandler {
     if (sent.kind === 'failure') return upstreamFailedResponse(sent.error, sent.timedOut);
     // The destination never speaks in the gate's namespace (gate-headers.ts).
     const headers = withoutGateHeaders(sent.headers);
-    if (facts === null) return { status: sent.status, headers, body: sent.body };
-    return { status: sent.status, headers: { ...headers, ...verdictHeaders(facts) }, body: sent.body };
+    const all = facts === null ? headers : { ...headers, ...verdictHeaders(facts) };
+    if (sent.kind === 'stream') return { status: sent.status, headers: all, body: EMPTY, stream: sent.body };
+    return { status: sent.status, headers: all, body: sent.body };
   }
 
   #defaultBlock(head: GateRequestHead): GateResponse {
@@ -576,6 +624,13 @@ function analysisPool(options: GateOptions, ctx: ProposalContext): ProposalPool 
     onWorkerError: (err) =>
       options.logger.error({ err: err.message }, 'body analysis worker failed; replacing it'),
   });
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** Milliseconds to the microsecond, as the trail records durations. */
+function roundMs(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }
 
 function messageOf(err: unknown): string {

@@ -1,3 +1,4 @@
+export type { GateBodyStream } from './body-stream.js';
 export { type BufferedDispatchOptions, dispatchBuffered } from './buffered-dispatch.js';
 export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from './classify-failure.js';

@@ -1,5 +1,6 @@
 import type { OutcomeClass, Tool } from '../policy/index.js';
 import { destinationRefOf } from './response-facts.js';
+import { SseReader } from './sse-reader.js';
 
 const decoder = new TextDecoder();
 
@@ -40,6 +41,11 @@ export function jsonRpcOutcome(
       note: `HTTP ${status} without the JSON-RPC response to id ${JSON.stringify(rpcId)}: the call may have run`,
     };
   }
+  return jsonRpcResponseOutcome(tool, response);
+}
+
+/** What one JSON-RPC response (to this request) says: error, tool error, input_required or a result. */
+export function jsonRpcResponseOutcome(tool: Tool, response: JsonRpcResponse): JsonRpcOutcome {
   if ('error' in response) {
     // The code only: the message is the destination's text and may echo what the agent sent.
     const code = (response.error as { code?: unknown } | null)?.code;
@@ -65,18 +71,21 @@ export function jsonRpcOutcome(
   return { operationState: 'succeeded', destinationRef: ref, note: null };
 }
 
-type RpcResponse = { readonly id: unknown } & ({ readonly result: unknown } | { readonly error: unknown });
+export type JsonRpcResponse = { readonly id: unknown } & (
+  | { readonly result: unknown }
+  | { readonly error: unknown }
+);
 
 /** The JSON-RPC response to `rpcId` in a JSON body (one object, or a batch) or an SSE stream, or null. */
 function findResponse(
   rpcId: string | number | null,
   contentType: string | undefined,
   body: Uint8Array,
-): RpcResponse | null {
+): JsonRpcResponse | null {
   const text = decoder.decode(body);
   const candidates: unknown[] = [];
   if (contentType?.toLowerCase().startsWith('text/event-stream') === true) {
-    for (const data of sseData(text)) candidates.push(parseJson(data));
+    for (const data of new SseReader(body.byteLength).feed(text)) candidates.push(parseJson(data));
   } else {
     candidates.push(parseJson(text));
   }
@@ -88,7 +97,8 @@ function findResponse(
   return null;
 }
 
-function isResponseTo(item: unknown, rpcId: string | number | null): item is RpcResponse {
+/** Whether `item` is the JSON-RPC response to `rpcId` (same value and type, JSON-RPC 2.0 §5). */
+export function isResponseTo(item: unknown, rpcId: string | number | null): item is JsonRpcResponse {
   if (item === null || typeof item !== 'object' || Array.isArray(item)) return false;
   const o = item as Record<string, unknown>;
   if (!('result' in o) && !('error' in o)) return false;
@@ -96,31 +106,10 @@ function isResponseTo(item: unknown, rpcId: string | number | null): item is Rpc
   return o['id'] === rpcId;
 }
 
-function parseJson(text: string): unknown {
+export function parseJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch {
     return undefined;
   }
-}
-
-/** The data of each event of a `text/event-stream` body (WHATWG HTML §9.2: `data:` lines joined). */
-function* sseData(text: string): Generator<string> {
-  let data: string[] = [];
-  for (const raw of text.split(/\r\n|\r|\n/)) {
-    if (raw === '') {
-      if (data.length > 0) yield data.join('\n');
-      data = [];
-      continue;
-    }
-    if (raw.startsWith(':')) continue;
-    const colon = raw.indexOf(':');
-    const field = colon === -1 ? raw : raw.slice(0, colon);
-    if (field !== 'data') continue;
-    let value = colon === -1 ? '' : raw.slice(colon + 1);
-    if (value.startsWith(' ')) value = value.slice(1);
-    data.push(value);
-  }
-  // An event the stream ended in the middle of is not dispatched (the same section): a response
-  // cut off there is not a response.
 }

@@ -103,7 +103,11 @@ export async function reconcileLookup(input: ReconcileLookupInput): Promise<Reco
 
   let outcome: Outcome;
   if (sent.kind === 'failure') outcome = inconclusive(null, sent.error);
-  else if (sent.status < 200 || sent.status > 299)
+  else if (sent.kind === 'stream') {
+    // Never asked for (a lookup is buffered); read nothing from one rather than guess.
+    sent.body.cancel('a reconciliation lookup reads no event stream');
+    outcome = inconclusive(sent.status, 'an event stream, not a lookup answer');
+  } else if (sent.status < 200 || sent.status > 299)
     outcome = inconclusive(sent.status, `status ${sent.status}`);
   else outcome = judge(tool, sent.status, sent.body, expected);
   return { ...base, ...outcome, durationMs, startedAt };

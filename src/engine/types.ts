@@ -4,6 +4,7 @@
  * ungoverned traffic themselves, and hand governed requests (body buffered) to `Gate.handle()`.
  */
 import type { DispatchState, Scope } from '../store/index.js';
+import type { BodyStream, GateBodyStream } from './body-stream.js';
 
 /** Header values as node:http gives them: lower-case names. */
 export type HeaderMap = Record<string, string | string[] | undefined>;
@@ -62,6 +63,11 @@ export interface UpstreamRequest {
    * failure is `sent_no_response` with timedOut true unless nothing was sent yet.
    */
   readonly deadlineMs?: number;
+  /**
+   * Stream a 2xx `text/event-stream` answer instead of buffering it (JSON-RPC tools: MCP progress
+   * notifications reach the agent as they come); the result is then `kind: 'stream'`.
+   */
+  readonly streamEvents?: boolean;
 }
 
 export type UpstreamResult =
@@ -71,6 +77,13 @@ export type UpstreamResult =
       /** End-to-end response headers (hop-by-hop already removed), lower-case names. */
       readonly headers: Record<string, string | string[]>;
       readonly body: Uint8Array;
+    }
+  /** A `text/event-stream` answer flowing as it arrives (`streamEvents`); the deadline still applies. */
+  | {
+      readonly kind: 'stream';
+      readonly status: number;
+      readonly headers: Record<string, string | string[]>;
+      readonly body: BodyStream;
     }
   | {
       readonly kind: 'failure';
@@ -89,6 +102,11 @@ export interface GateResponse {
   readonly status: number;
   readonly headers: Record<string, string | string[]>;
   readonly body: Uint8Array;
+  /**
+   * Set on a streamed answer: the adapter writes the head, then these chunks as they come (`body`
+   * is empty), and calls `cancel()` if the client goes away first.
+   */
+  readonly stream?: GateBodyStream;
 }
 
 /** What `Gate.route()` says about a request head, without touching the store. */

@@ -3,7 +3,7 @@
  * to the client with explicit framing.
  */
 import type { ServerResponse } from 'node:http';
-import type { GateResponse } from '../engine/index.js';
+import type { GateBodyStream, GateResponse } from '../engine/index.js';
 import { stripHopByHop } from '../engine/index.js';
 
 /**
@@ -32,6 +32,59 @@ export function writeGateResponse(
   } else if (given !== undefined && response.status !== 204 && response.status >= 200) {
     headers['content-length'] = given;
   }
+  if (response.stream !== undefined) {
+    // A streamed answer (an MCP event stream): chunked, each chunk as it comes.
+    delete headers['content-length'];
+    void writeStream(res, response.status, headers, response.stream, bodyless);
+    return;
+  }
   res.writeHead(response.status, headers);
   res.end(bodyless ? undefined : response.body);
+}
+
+/**
+ * Writes a streamed body with backpressure: the upstream is paused while the client is slow, and
+ * cancelled when the client goes away (the engine then records the attempt without a response).
+ * A stream that breaks midway cuts the connection: the only honest signal left.
+ */
+async function writeStream(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string | string[]>,
+  stream: GateBodyStream,
+  bodyless: boolean,
+): Promise<void> {
+  const gone = (): void => {
+    if (!res.writableFinished) stream.cancel('the agent closed the connection');
+  };
+  res.once('close', gone);
+  res.writeHead(status, headers);
+  // The head now, not with the first chunk: an agent waits for it before anything else comes.
+  res.flushHeaders();
+  if (bodyless) {
+    stream.cancel('the response to this method has no body');
+    res.end();
+    return;
+  }
+  try {
+    for await (const chunk of stream) {
+      if (res.destroyed) break;
+      if (!res.write(chunk)) await drainedOrClosed(res);
+    }
+    res.end();
+  } catch {
+    res.destroy();
+  }
+}
+
+function drainedOrClosed(res: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }

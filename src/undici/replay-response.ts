@@ -1,7 +1,7 @@
 /** Answering the caller's handler with a gate-made or buffered response, without an upstream. */
 import { STATUS_CODES } from 'node:http';
 import type { Dispatcher } from 'undici';
-import type { GateResponse } from '../engine/index.js';
+import type { GateBodyStream, GateResponse } from '../engine/index.js';
 
 const EMPTY = new Uint8Array(0);
 
@@ -99,8 +99,104 @@ class ReplayController implements Dispatcher.DispatchController {
   }
 }
 
+/**
+ * Plays a streamed `GateResponse` (an MCP event stream) into a dispatch handler chunk by chunk as
+ * the upstream sends them; `pause()` holds the next chunk (and so, through the stream's
+ * backpressure, the upstream), `abort()` cancels the stream (the engine then records the attempt
+ * without a response).
+ */
+class StreamReplayController implements Dispatcher.DispatchController {
+  readonly #handler: Handler;
+  readonly #response: GateResponse & { readonly stream: GateBodyStream };
+  #paused = false;
+  #aborted = false;
+  #reason: Error | null = null;
+  #wake: (() => void) | null = null;
+
+  constructor(handler: Handler, response: GateResponse & { readonly stream: GateBodyStream }) {
+    this.#handler = handler;
+    this.#response = response;
+  }
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  get paused(): boolean {
+    return this.#paused;
+  }
+
+  get reason(): Error | null {
+    return this.#reason;
+  }
+
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    this.#paused = false;
+    this.#signal();
+  }
+
+  abort(reason: Error): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#response.stream.cancel('the caller aborted the request');
+    this.#signal();
+    try {
+      this.#handler.onResponseError?.(this, reason);
+    } catch {
+      // Nothing is left to tell.
+    }
+  }
+
+  async run(withBody: boolean): Promise<void> {
+    const h = this.#handler;
+    const r = this.#response;
+    try {
+      h.onRequestStart?.(this, {});
+      if (this.#aborted) return;
+      const headers: Record<string, string | string[]> = { ...r.headers };
+      delete headers['content-length'];
+      h.onResponseStart?.(this, r.status, headers, STATUS_CODES[r.status] ?? '');
+      if (!withBody) {
+        r.stream.cancel('the response to this method has no body');
+      } else {
+        for await (const chunk of r.stream) {
+          if (this.#aborted) return;
+          h.onResponseData?.(this, Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          while (this.#paused && !this.#aborted) {
+            await new Promise<void>((resolve) => {
+              this.#wake = resolve;
+            });
+          }
+        }
+      }
+      if (this.#aborted) return;
+      h.onResponseEnd?.(this, {});
+    } catch (err) {
+      if (!this.#aborted) this.abort(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  #signal(): void {
+    const wake = this.#wake;
+    this.#wake = null;
+    wake?.();
+  }
+}
+
 export function replay(handler: Handler, response: GateResponse, method: string): void {
-  const controller = new ReplayController(newStyle(handler), response, method.toUpperCase() !== 'HEAD');
+  const withBody = method.toUpperCase() !== 'HEAD';
+  const stream = response.stream;
+  if (stream !== undefined) {
+    const controller = new StreamReplayController(newStyle(handler), { ...response, stream });
+    queueMicrotask(() => void controller.run(withBody));
+    return;
+  }
+  const controller = new ReplayController(newStyle(handler), response, withBody);
   queueMicrotask(() => controller.run());
 }
 

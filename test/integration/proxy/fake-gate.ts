@@ -68,6 +68,7 @@ export class FakeGate implements GateHandler {
         body: result.body,
       };
     }
+    if (result.kind !== 'failure') throw new Error('the fake gate never asks for a stream');
     return json(result.timedOut ? 504 : 502, { dispatch_state: result.dispatchState, error: result.error });
   }
 

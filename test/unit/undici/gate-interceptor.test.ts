@@ -51,6 +51,7 @@ class FakeGate implements GateHandler {
       body: request.body,
     });
     this.results.push(result);
+    if (result.kind === 'stream') throw new Error('this gate never asks for a stream');
     return result.kind === 'response'
       ? { status: result.status, headers: result.headers, body: result.body }
       : { status: 502, headers: {}, body: new TextEncoder().encode(result.dispatchState) };

@@ -1,0 +1,115 @@
+/**
+ * A response body that flows through the gate instead of being buffered (an MCP `text/event-stream`
+ * answer, DESIGN.md §4.1): the producer pushes chunks as the destination sends them, one consumer
+ * reads them as an async iterable, and memory stays bounded: past `highWaterMark` queued bytes the
+ * producer is told to pause, and to resume once the consumer has drained the queue.
+ */
+
+/** What the adapters read a streamed body through, and how they say the client went away. */
+export interface GateBodyStream extends AsyncIterable<Uint8Array> {
+  /** The client stopped reading (closed the stream or the connection): stop the upstream too. */
+  cancel(reason: string): void;
+}
+
+export interface BodyStreamHooks {
+  /** Called when the queue passes its high-water mark. */
+  pause(): void;
+  /** Called when the consumer has drained the queue after a pause. */
+  resume(): void;
+  /** Called once when the consumer cancels. */
+  cancel(reason: string): void;
+}
+
+/** How a stream ended, as the producer saw it. */
+export type BodyStreamEnd =
+  | { readonly kind: 'ended' }
+  | { readonly kind: 'failed'; readonly error: Error }
+  | { readonly kind: 'cancelled'; readonly reason: string };
+
+const DEFAULT_HIGH_WATER_MARK = 256 * 1024;
+
+export class BodyStream implements GateBodyStream {
+  readonly #hooks: BodyStreamHooks;
+  readonly #highWaterMark: number;
+  readonly #queue: Uint8Array[] = [];
+  #queuedBytes = 0;
+  #paused = false;
+  #end: BodyStreamEnd | null = null;
+  #wake: (() => void) | null = null;
+  #iterating = false;
+  readonly #ended: Promise<BodyStreamEnd>;
+  #resolveEnded!: (end: BodyStreamEnd) => void;
+
+  constructor(hooks: BodyStreamHooks, highWaterMark = DEFAULT_HIGH_WATER_MARK) {
+    this.#hooks = hooks;
+    this.#highWaterMark = highWaterMark;
+    this.#ended = new Promise((resolve) => {
+      this.#resolveEnded = resolve;
+    });
+  }
+
+  /** Resolves once the stream has ended, failed or been cancelled. */
+  get ended(): Promise<BodyStreamEnd> {
+    return this.#ended;
+  }
+
+  push(chunk: Uint8Array): void {
+    if (this.#end !== null) return;
+    this.#queue.push(chunk);
+    this.#queuedBytes += chunk.byteLength;
+    if (!this.#paused && this.#queuedBytes > this.#highWaterMark) {
+      this.#paused = true;
+      this.#hooks.pause();
+    }
+    this.#signal();
+  }
+
+  /** The producer finished (`ended`) or broke (`failed`); queued chunks are still delivered. */
+  finish(end: Exclude<BodyStreamEnd, { kind: 'cancelled' }>): void {
+    if (this.#end !== null) return;
+    this.#end = end;
+    this.#resolveEnded(end);
+    this.#signal();
+  }
+
+  cancel(reason: string): void {
+    if (this.#end !== null) return;
+    this.#end = { kind: 'cancelled', reason };
+    this.#queue.length = 0;
+    this.#queuedBytes = 0;
+    this.#resolveEnded(this.#end);
+    this.#hooks.cancel(reason);
+    this.#signal();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
+    if (this.#iterating) throw new Error('a body stream has one reader');
+    this.#iterating = true;
+    for (;;) {
+      const chunk = this.#queue.shift();
+      if (chunk !== undefined) {
+        this.#queuedBytes -= chunk.byteLength;
+        if (this.#paused && this.#queuedBytes === 0 && this.#end === null) {
+          this.#paused = false;
+          this.#hooks.resume();
+        }
+        yield chunk;
+        continue;
+      }
+      const end = this.#end;
+      if (end !== null) {
+        if (end.kind === 'failed') throw end.error;
+        return;
+      }
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+  }
+
+  #signal(): void {
+    const wake = this.#wake;
+    this.#wake = null;
+    wake?.();
+  }
+}
