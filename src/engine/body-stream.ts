@@ -20,6 +20,16 @@ export interface BodyStreamHooks {
   cancel(reason: string): void;
 }
 
+/**
+ * Sees every chunk as the producer pushes it, whoever reads (or does not read) the stream, and
+ * how it ends. `chunk` may answer a promise: the reader is then handed that chunk only once the
+ * promise settles (what the gate records before an agent may see a response).
+ */
+export interface BodyStreamObserver {
+  chunk(chunk: Uint8Array): Promise<unknown> | null;
+  end(end: BodyStreamEnd): void;
+}
+
 /** How a stream ended, as the producer saw it. */
 export type BodyStreamEnd =
   | { readonly kind: 'ended' }
@@ -31,7 +41,8 @@ const DEFAULT_HIGH_WATER_MARK = 256 * 1024;
 export class BodyStream implements GateBodyStream {
   readonly #hooks: BodyStreamHooks;
   readonly #highWaterMark: number;
-  readonly #queue: Uint8Array[] = [];
+  readonly #queue: { readonly chunk: Uint8Array; readonly hold: Promise<unknown> | null }[] = [];
+  #observer: BodyStreamObserver | null = null;
   #queuedBytes = 0;
   #paused = false;
   #end: BodyStreamEnd | null = null;
@@ -53,9 +64,25 @@ export class BodyStream implements GateBodyStream {
     return this.#ended;
   }
 
+  /**
+   * Attaches the one observer, before anyone reads: it sees the chunks queued so far first (the
+   * producer may push some before the stream's owner gets to observe it), then the end if it came.
+   */
+  observe(observer: BodyStreamObserver): void {
+    if (this.#observer !== null) throw new Error('a body stream has one observer');
+    if (this.#iterating) throw new Error('observe a body stream before reading it');
+    this.#observer = observer;
+    for (const [i, item] of this.#queue.entries()) {
+      const hold = observer.chunk(item.chunk);
+      if (hold !== null) this.#queue[i] = { chunk: item.chunk, hold };
+    }
+    if (this.#end !== null) observer.end(this.#end);
+  }
+
   push(chunk: Uint8Array): void {
     if (this.#end !== null) return;
-    this.#queue.push(chunk);
+    const hold = this.#observer === null ? null : this.#observer.chunk(chunk);
+    this.#queue.push({ chunk, hold });
     this.#queuedBytes += chunk.byteLength;
     if (!this.#paused && this.#queuedBytes > this.#highWaterMark) {
       this.#paused = true;
@@ -69,6 +96,7 @@ export class BodyStream implements GateBodyStream {
     if (this.#end !== null) return;
     this.#end = end;
     this.#resolveEnded(end);
+    this.#observer?.end(end);
     this.#signal();
   }
 
@@ -78,6 +106,7 @@ export class BodyStream implements GateBodyStream {
     this.#queue.length = 0;
     this.#queuedBytes = 0;
     this.#resolveEnded(this.#end);
+    this.#observer?.end(this.#end);
     this.#hooks.cancel(reason);
     this.#signal();
   }
@@ -86,14 +115,15 @@ export class BodyStream implements GateBodyStream {
     if (this.#iterating) throw new Error('a body stream has one reader');
     this.#iterating = true;
     for (;;) {
-      const chunk = this.#queue.shift();
-      if (chunk !== undefined) {
-        this.#queuedBytes -= chunk.byteLength;
+      const item = this.#queue.shift();
+      if (item !== undefined) {
+        this.#queuedBytes -= item.chunk.byteLength;
         if (this.#paused && this.#queuedBytes === 0 && this.#end === null) {
           this.#paused = false;
           this.#hooks.resume();
         }
-        yield chunk;
+        if (item.hold !== null) await item.hold;
+        yield item.chunk;
         continue;
       }
       const end = this.#end;

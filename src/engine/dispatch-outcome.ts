@@ -129,6 +129,21 @@ export function streamOutcomeOf(
     windowMs,
     durationMs,
   };
+  // A status the tool's contract does not call succeeded decides, as for a buffered answer (a
+  // JSON-RPC error inside a 2xx the policy lists as unknown must not release the key).
+  const byStatus = tool.outcome.classify(sent.status);
+  if (byStatus !== 'succeeded') {
+    return {
+      ...base,
+      dispatchState: 'response_received',
+      operationState: byStatus,
+      status: sent.status,
+      responseFingerprint: settlement.kind === 'response' ? sha256Ref(settlement.data) : null,
+      destinationRef: null,
+      replayed: readReplayed(tool, sent.headers),
+      error: settlement.kind === 'response' ? null : settlement.detail,
+    };
+  }
   if (settlement.kind === 'no_response') {
     return {
       ...base,

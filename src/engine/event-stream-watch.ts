@@ -1,4 +1,4 @@
-import type { BodyStream, GateBodyStream } from './body-stream.js';
+import type { BodyStream, BodyStreamEnd, GateBodyStream } from './body-stream.js';
 import { isResponseTo, type JsonRpcResponse, parseJson } from './jsonrpc-outcome.js';
 import { SseReader } from './sse-reader.js';
 
@@ -49,61 +49,47 @@ export function watchEventStream(
   const settle = (s: StreamSettlement): Promise<unknown> => {
     if (done) return Promise.resolve();
     done = true;
-    const p = onSettled(s).catch(() => undefined);
+    const p = Promise.resolve()
+      .then(() => onSettled(s))
+      .catch(() => undefined);
     resolveRecorded(p);
     return p;
   };
   const reader = new SseReader(maxEventBytes);
   const decoder = new TextDecoder();
-  /** Reads `text`; answers the recording to wait for when it completed the response event. */
-  const read = (text: string): Promise<unknown> | null => {
-    if (done) return null;
-    for (const data of reader.feed(text)) {
-      const message = parseJson(data);
-      if (isResponseTo(message, rpcId)) return settle({ kind: 'response', response: message, data });
-    }
-    return null;
-  };
   const why = (base: string): string =>
     reader.oversized > 0
       ? `${base} (${reader.oversized} event(s) over ${maxEventBytes} bytes were not read)`
       : base;
-  void upstream.ended.then((end) => {
-    // The last chunks may still be queued for the agent: the settlement waits for them below,
-    // except on a cancel, after which nothing more is read.
-    if (end.kind === 'cancelled') {
-      settle({
-        kind: 'no_response',
-        detail: why(`the agent closed the event stream before the response (${end.reason})`),
-      });
-    }
+  // Read as the destination sends, not as the agent reads: the outcome is known (and recorded)
+  // whether or not anyone reads the stream, and however it ends.
+  upstream.observe({
+    chunk(chunk: Uint8Array): Promise<unknown> | null {
+      if (done) return null;
+      for (const data of reader.feed(decoder.decode(chunk, { stream: true }))) {
+        const message = parseJson(data);
+        if (isResponseTo(message, rpcId)) return settle({ kind: 'response', response: message, data });
+      }
+      return null;
+    },
+    end(end: BodyStreamEnd): void {
+      const detail =
+        end.kind === 'ended'
+          ? 'the event stream ended without the JSON-RPC response'
+          : end.kind === 'failed'
+            ? `the event stream broke before the response (${end.error.message})`
+            : `the agent closed the event stream before the response (${end.reason})`;
+      settle({ kind: 'no_response', detail: why(detail) });
+    },
   });
   const body: GateBodyStream = {
     cancel: (reason) => upstream.cancel(reason),
     async *[Symbol.asyncIterator](): AsyncGenerator<Uint8Array> {
       try {
-        for await (const chunk of upstream) {
-          const recording = read(decoder.decode(chunk, { stream: true }));
-          if (recording !== null) await recording;
-          yield chunk;
-        }
-        const last = read(decoder.decode());
-        if (last !== null) await last;
-        settle({ kind: 'no_response', detail: why('the event stream ended without the JSON-RPC response') });
-      } catch (err) {
-        settle({
-          kind: 'no_response',
-          detail: why(
-            `the event stream broke before the response (${err instanceof Error ? err.message : String(err)})`,
-          ),
-        });
-        throw err;
+        yield* upstream;
       } finally {
-        // The adapter stopped iterating without a cancel (its loop broke): the same as a close.
-        if (!done) {
-          upstream.cancel('the agent stopped reading');
-          settle({ kind: 'no_response', detail: why('the agent stopped reading before the response') });
-        }
+        // The adapter stopped reading without a cancel (its loop broke): the same as a close.
+        upstream.cancel('the agent stopped reading');
       }
     },
   };

@@ -17,7 +17,11 @@ export function writeGateResponse(
   method: string,
   gateMade = false,
 ): void {
-  if (res.destroyed || res.writableEnded) return;
+  if (res.destroyed || res.writableEnded) {
+    // The client left while the gate waited for the head: nobody will read the stream.
+    response.stream?.cancel('the agent closed the connection before the answer');
+    return;
+  }
   const headers = stripHopByHop(response.headers);
   // A refusal made by the gate itself may carry this hop's own challenge (the 407 of proxy
   // authentication); an upstream's Proxy-Authenticate is never relayed.
@@ -35,7 +39,11 @@ export function writeGateResponse(
   if (response.stream !== undefined) {
     // A streamed answer (an MCP event stream): chunked, each chunk as it comes.
     delete headers['content-length'];
-    void writeStream(res, response.status, headers, response.stream, bodyless);
+    const stream = response.stream;
+    writeStream(res, response.status, headers, stream, bodyless).catch(() => {
+      stream.cancel('the answer could not be written');
+      res.destroy();
+    });
     return;
   }
   res.writeHead(response.status, headers);

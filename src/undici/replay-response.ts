@@ -110,6 +110,7 @@ class StreamReplayController implements Dispatcher.DispatchController {
   readonly #response: GateResponse & { readonly stream: GateBodyStream };
   #paused = false;
   #aborted = false;
+  #done = false;
   #reason: Error | null = null;
   #wake: (() => void) | null = null;
 
@@ -140,7 +141,7 @@ class StreamReplayController implements Dispatcher.DispatchController {
   }
 
   abort(reason: Error): void {
-    if (this.#aborted) return;
+    if (this.#aborted || this.#done) return;
     this.#aborted = true;
     this.#reason = reason;
     this.#response.stream.cancel('the caller aborted the request');
@@ -175,9 +176,10 @@ class StreamReplayController implements Dispatcher.DispatchController {
         }
       }
       if (this.#aborted) return;
+      this.#done = true;
       h.onResponseEnd?.(this, {});
     } catch (err) {
-      if (!this.#aborted) this.abort(err instanceof Error ? err : new Error(String(err)));
+      if (!this.#aborted && !this.#done) this.abort(err instanceof Error ? err : new Error(String(err)));
     }
   }
 

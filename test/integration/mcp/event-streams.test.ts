@@ -32,6 +32,18 @@ tools:
     effect: create
     dedupe: { key: [$.body.params.arguments.job], window: 1h, wait: 0s }
     verdict: { protocol: jsonrpc }
+  - id: mcp.quick_job
+    match:
+      hosts: [127.0.0.1]
+      method: POST
+      path: /mcp
+      body: { "$.method": tools/call, "$.params.name": quick_job }
+    effect: create
+    # A deadline of 1.8 s for the whole call, stream included.
+    dedupe: { key: [$.body.params.arguments.job], window: 1h, wait: 0s, pending_ttl: 2s }
+    # A 202 from this server means "accepted, may still run": never a definite failure.
+    outcome: { unknown: [202, 5xx] }
+    verdict: { protocol: jsonrpc }
 `,
   },
 ]);
@@ -68,13 +80,23 @@ async function startEndpoint(): Promise<{
     req.on('end', () => {
       const rpc = JSON.parse(text) as { id: unknown; params: { arguments: { job: string } } };
       received.push(rpc.params.arguments.job);
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      res.flushHeaders();
+      const job = rpc.params.arguments.job;
+      // `…-202`: answers 202; `…-late-head`: the head comes only when the test writes.
+      if (!job.endsWith('-late-head')) {
+        res.writeHead(job.endsWith('-202') ? 202 : 200, {
+          'content-type': 'text/event-stream',
+          'cache-control': 'no-cache',
+        });
+        res.flushHeaders();
+      }
       const call: OpenCall = {
         id: rpc.id,
         job: rpc.params.arguments.job,
         res,
-        event: (message) => res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`),
+        event: (message) => {
+          if (!res.headersSent) res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+        },
       };
       const w = waiting.shift();
       if (w === undefined) ready.push(call);
@@ -130,7 +152,7 @@ for (const target of storeTargets()) {
       await store?.close();
     });
 
-    const call = (dispatcher: Dispatcher, job: string, id: number, signal?: AbortSignal) =>
+    const call = (dispatcher: Dispatcher, job: string, id: number, signal?: AbortSignal, name = 'run_job') =>
       request(endpoint.url, {
         dispatcher,
         method: 'POST',
@@ -139,19 +161,22 @@ for (const target of storeTargets()) {
           jsonrpc: '2.0',
           id,
           method: 'tools/call',
-          params: { name: 'run_job', arguments: { job } },
+          params: { name, arguments: { job } },
         }),
         ...(signal === undefined ? {} : { signal }),
       });
 
     /** The operation of `job`, once the store has its outcome (streams settle after the head). */
-    async function operationOf(job: string, state: string) {
-      for (let i = 0; i < 100; i++) {
-        const [op] = await store.listOperations({ toolId: 'mcp.run_job', keyValues: [job] });
+    async function operationOf(job: string, state: string, toolId = 'mcp.run_job') {
+      for (let i = 0; i < 200; i++) {
+        const [op] = await store.listOperations({ toolId, keyValues: [job] });
         if (op?.state === state) return op;
         await new Promise((r) => setTimeout(r, 20));
       }
-      throw new Error(`operation of ${job} never became ${state}`);
+      const [last] = await store.listOperations({ toolId, keyValues: [job] });
+      throw new Error(
+        `operation of ${job} never became ${state}: ${JSON.stringify(last?.state)} ${JSON.stringify(last?.attempts)}`,
+      );
     }
 
     for (const [doorName, door] of [
@@ -219,6 +244,52 @@ for (const target of storeTargets()) {
           const res = await pending;
           expect(await res.body.text()).toContain('notifications/progress');
           await operationOf(job, 'unknown');
+        });
+
+        it('keeps a JSON-RPC error in a 2xx the policy calls unknown from releasing the key', async () => {
+          const job = `${doorName}-202`;
+          const pending = call(door(), job, 1, undefined, 'quick_job');
+          const open = await endpoint.next();
+          open.event({ jsonrpc: '2.0', id: open.id, error: { code: -32000, message: 'accepted, then?' } });
+          open.res.end();
+          await (await pending).body.text();
+          const op = await operationOf(job, 'unknown', 'mcp.quick_job');
+          expect(op.attempts.map((a) => a.dispatchState)).toEqual(['response_received']);
+          const retry = await call(door(), job, 2, undefined, 'quick_job');
+          expect(await retry.body.json()).toMatchObject({ error: { data: { verdict: 'hold' } } });
+          expect(endpoint.received.filter((j) => j === job)).toHaveLength(1);
+        });
+
+        it('settles a stream nobody reads when its deadline cuts it: unknown, not left open', async () => {
+          const job = `${doorName}-unread`;
+          const pending = call(door(), job, 1, undefined, 'quick_job');
+          const open = await endpoint.next();
+          const res = await pending;
+          expect(res.statusCode).toBe(200);
+          // The agent never reads the body; the destination fills every buffer, then stalls.
+          const filler = `: ${'x'.repeat(64 * 1024)}\n\n`;
+          for (let i = 0; i < 64 && open.res.write(filler); i++);
+          const op = await operationOf(job, 'unknown', 'mcp.quick_job');
+          expect(op.attempts.map((a) => a.dispatchState)).toEqual(['sent_no_response']);
+          res.body.destroy();
+        });
+
+        it('settles the call of an agent that left before the head came: unknown, not left open', async () => {
+          const job = `${doorName}-late-head`;
+          const abort = new AbortController();
+          const pending = call(door(), job, 1, abort.signal).catch((err: unknown) => err);
+          const open = await endpoint.next();
+          abort.abort();
+          await new Promise((r) => setTimeout(r, 50));
+          // The head, then (later) the result, which nobody reads any more: the gate cannot know it.
+          open.res.writeHead(200, { 'content-type': 'text/event-stream' });
+          open.res.flushHeaders();
+          await pending;
+          await new Promise((r) => setTimeout(r, 50));
+          open.event({ jsonrpc: '2.0', id: open.id, result: {} });
+          open.res.end();
+          const op = await operationOf(job, 'unknown');
+          expect(op.attempts.map((a) => a.dispatchState)).toEqual(['sent_no_response']);
         });
 
         it('streams far past the 8 MiB cap of a buffered answer, then reads the result at its end', async () => {
