@@ -44,6 +44,23 @@ export function toUpstream(
   };
 }
 
+/** The facts every outcome of one allowed attempt carries, however it ended. */
+function attemptOf(
+  allow: Extract<DecideResult, { verdict: 'allow' }>,
+  keyHash: string | null,
+  windowMs: number | null,
+  durationMs: number,
+): Pick<OutcomeInput, 'operationId' | 'attemptId' | 'decisionId' | 'keyHash' | 'windowMs' | 'durationMs'> {
+  return {
+    operationId: allow.operationId,
+    attemptId: allow.attemptId,
+    decisionId: allow.decisionId,
+    keyHash,
+    windowMs,
+    durationMs,
+  };
+}
+
 /** What one dispatch settled: attempt facts and the operation state by the tool's `outcome` contract. */
 export function outcomeOf(
   sent: Exclude<UpstreamResult, { kind: 'stream' }>,
@@ -54,14 +71,7 @@ export function outcomeOf(
   windowMs: number | null,
   durationMs: number,
 ): OutcomeInput {
-  const base = {
-    operationId: allow.operationId,
-    attemptId: allow.attemptId,
-    decisionId: allow.decisionId,
-    keyHash,
-    windowMs,
-    durationMs,
-  };
+  const base = attemptOf(allow, keyHash, windowMs, durationMs);
   if (sent.kind === 'failure') {
     return {
       ...base,
@@ -121,14 +131,7 @@ export function streamOutcomeOf(
   windowMs: number | null,
   durationMs: number,
 ): OutcomeInput {
-  const base = {
-    operationId: allow.operationId,
-    attemptId: allow.attemptId,
-    decisionId: allow.decisionId,
-    keyHash,
-    windowMs,
-    durationMs,
-  };
+  const base = attemptOf(allow, keyHash, windowMs, durationMs);
   // A status the tool's contract does not call succeeded decides, as for a buffered answer (a
   // JSON-RPC error inside a 2xx the policy lists as unknown must not release the key).
   const byStatus = tool.outcome.classify(sent.status);

@@ -89,7 +89,7 @@ describe('scanJson', () => {
     expect(scanJson('{"a":1,"b":2}', { maxDepth: 64, maxNodes: 4 }).kind).toBe('too_many_nodes');
   });
 
-  it('lets ordinary 1 MiB payloads through and stops hostile ones early, cheaply', () => {
+  it('lets ordinary 1 MiB payloads through and stops hostile ones at the first limit passed', () => {
     const ordinary = JSON.stringify({
       items: Array.from({ length: 4000 }, (_, i) => ({
         id: i,
@@ -105,12 +105,9 @@ describe('scanJson', () => {
 
     const deep = `{"a":${'['.repeat(MIB / 2)}${']'.repeat(MIB / 2)}}`;
     const wide = `{${Array.from({ length: 100_000 }, (_, i) => `"k${i}":0`).join(',')}}`;
-    scanJson(wide, BODY_LIMITS); // warm up
-    const t0 = performance.now();
-    expect(scanJson(deep, BODY_LIMITS).kind).toBe('too_deep');
+    // What stopping early saves is measured by bench/hostile-bodies.ts, not by a timed test.
+    expect(scanJson(deep, BODY_LIMITS)).toEqual({ kind: 'too_deep', path: `$.body.a${'[0]'.repeat(63)}` });
     expect(scanJson(wide, BODY_LIMITS).kind).toBe('too_many_nodes');
-    // Generous bound (CI machines vary): JSON.parse plus canonical JSON of these took 50 to 100 ms.
-    expect(performance.now() - t0).toBeLessThan(40);
   });
 
   it('spells path steps as JSONPath', () => {
