@@ -152,7 +152,14 @@ for (const target of storeTargets()) {
       await store?.close();
     });
 
-    const call = (dispatcher: Dispatcher, job: string, id: number, signal?: AbortSignal, name = 'run_job') =>
+    const call = (
+      dispatcher: Dispatcher,
+      job: string,
+      id: number | string,
+      signal?: AbortSignal,
+      name = 'run_job',
+      extra: Record<string, unknown> = {},
+    ) =>
       request(endpoint.url, {
         dispatcher,
         method: 'POST',
@@ -161,7 +168,7 @@ for (const target of storeTargets()) {
           jsonrpc: '2.0',
           id,
           method: 'tools/call',
-          params: { name, arguments: { job } },
+          params: { name, arguments: { job, ...extra } },
         }),
         ...(signal === undefined ? {} : { signal }),
       });
@@ -290,6 +297,27 @@ for (const target of storeTargets()) {
           open.res.end();
           const op = await operationOf(job, 'unknown');
           expect(op.attempts.map((a) => a.dispatchState)).toEqual(['sent_no_response']);
+        });
+
+        it('streams the answer to a call whose large arguments were analysed on the worker', async () => {
+          // 64 KiB of arguments: the proposal (and the request id the verdicts answer) comes from
+          // the analysis worker, the stream from the event loop.
+          const job = `${doorName}-large-args`;
+          const notes = 'n'.repeat(64 * 1024);
+          const pending = call(door(), job, 'big-1', undefined, 'run_job', { notes });
+          const open = await endpoint.next();
+          expect(open.id).toBe('big-1');
+          open.event(progress(1));
+          open.event({ jsonrpc: '2.0', id: open.id, result: { content: [] } });
+          open.res.end();
+          expect(await (await pending).body.text()).toContain('"result"');
+          await operationOf(job, 'succeeded');
+          const repeat = await call(door(), job, 'big-2', undefined, 'run_job', { notes });
+          expect(await repeat.body.json()).toMatchObject({
+            id: 'big-2',
+            error: { data: { verdict: 'duplicate' } },
+          });
+          expect(endpoint.received.filter((j) => j === job)).toHaveLength(1);
         });
 
         it('streams far past the 8 MiB cap of a buffered answer, then reads the result at its end', async () => {
