@@ -71,6 +71,8 @@ export class PrometheusMetrics implements GateMetrics {
   readonly #deferred: Readonly<Record<DeferredOutcomeEvent, Counter.Internal>>;
   readonly #pendingOutcomes: Gauge<never>;
   readonly #storeUp: Gauge<never>;
+  /** The proxy's own counts (`ProxyServer.counters()`), read at scrape time; none without a proxy. */
+  #proxyCounts: (() => Readonly<Record<string, number>>) | null = null;
   readonly #byTool = new Map<string, ToolSeries>();
   #countedAt = Number.NEGATIVE_INFINITY;
   #counting: Promise<void> | null = null;
@@ -146,8 +148,31 @@ export class PrometheusMetrics implements GateMetrics {
       registers,
       collect: refresh,
     });
+    const proxy = (): Readonly<Record<string, number>> | null => this.#proxyCounts?.() ?? null;
+    new Counter({
+      name: `${METRICS_PREFIX}proxy_events_total`,
+      help: 'What the forward proxy refused or cut on its own, before the engine (connection caps, tunnel checks and timeouts, egress refusals), by event.',
+      labelNames: ['event'],
+      registers,
+      collect(): void {
+        const counts = proxy();
+        if (counts === null) return;
+        this.reset();
+        for (const [name, value] of Object.entries(counts)) this.labels(snakeCase(name)).inc(value);
+      },
+    });
     this.registry =
       options.processMetrics === false ? registry : Registry.merge([registry, processMetrics()]);
+  }
+
+  /**
+   * Reads the proxy's own counts at each scrape (`effectgate_proxy_events_total`): refusals the
+   * engine never sees, so its metrics cannot count them.
+   *
+   * @example metrics.countProxy(() => proxy.counters())
+   */
+  countProxy(read: () => Readonly<Record<string, number>>): void {
+    this.#proxyCounts = read;
   }
 
   decision(verdict: Verdict, tool: string, overheadMs: number): void {
@@ -236,6 +261,11 @@ function byName<K extends string, V>(names: readonly K[], make: (name: K) => V):
   const out = {} as Record<K, V>;
   for (const name of names) out[name] = make(name);
   return out;
+}
+
+/** `connectionsRefusedGlobal` → `connections_refused_global`, as Prometheus label values read. */
+function snakeCase(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

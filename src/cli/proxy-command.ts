@@ -170,6 +170,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       ...(ca === undefined ? {} : { ca }),
       ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
     });
+    metrics?.countProxy(() => ({ ...proxy.counters() }));
     // The admin listener first: if either port is taken, no governed request has been served.
     const adminServer =
       admin === null || metrics === undefined

@@ -168,6 +168,8 @@ describe('CONNECT through the proxy binary (pglite)', () => {
       `pglite:${join(dir, 'store-tls')}`,
       '--allow-connect-ports',
       String(secure.port),
+      '--admin',
+      '127.0.0.1:0',
     ]);
     try {
       // 127.0.0.1 is governed, and this proxy has no CA to read TLS to it: refused, TLS alert.
@@ -175,6 +177,9 @@ describe('CONNECT through the proxy binary (pglite)', () => {
       const refused = tlsConnect({ socket: governed, servername: 'localhost', ca: cert.cert });
       const [err] = (await once(refused, 'error')) as [Error];
       expect(err.message).toMatch(/access denied/i);
+      // Counted where an operator looks: the admin server's /metrics.
+      const metrics = await (await fetch(`${tlsProxy.adminUrl}/metrics`)).text();
+      expect(metrics).toContain('effectgate_proxy_events_total{event="tunnels_refused_sni_ungovernable"} 1');
       // `localhost` is a name no tool uses: relayed.
       const raw = await openTunnel(tlsProxy.port, `localhost:${secure.port}`);
       const tls = tlsConnect({ socket: raw, servername: 'localhost', ca: cert.cert });

@@ -61,6 +61,7 @@ const GATE_METRICS: Record<string, string> = {
   effectgate_reconciliations_total: 'counter',
   effectgate_deferred_outcomes_total: 'counter',
   effectgate_pending_outcomes: 'gauge',
+  effectgate_proxy_events_total: 'counter',
 };
 
 describe('PrometheusMetrics', () => {
@@ -103,6 +104,21 @@ describe('PrometheusMetrics', () => {
     const unknown = 'tool="gh.create_issue",outcome="unknown"';
     expect(sample(text, `effectgate_upstream_duration_seconds_bucket{le="30",${unknown}}`)).toBe(0);
     expect(sample(text, `effectgate_upstream_duration_seconds_bucket{le="60",${unknown}}`)).toBe(1);
+  });
+
+  it("reads the proxy's own refusals at scrape time, by event", async () => {
+    const m = createPrometheusMetrics({ store: fixedStore({}), processMetrics: false });
+    expect(
+      sample((await m.scrape()).text, 'effectgate_proxy_events_total{event="destinations_refused"}'),
+    ).toBeUndefined();
+    const counts = { connectionsRefusedPerClient: 2, destinationsRefused: 0 };
+    m.countProxy(() => counts);
+    let { text } = await m.scrape();
+    expect(sample(text, 'effectgate_proxy_events_total{event="connections_refused_per_client"}')).toBe(2);
+    expect(sample(text, 'effectgate_proxy_events_total{event="destinations_refused"}')).toBe(0);
+    counts.destinationsRefused = 5;
+    ({ text } = await m.scrape());
+    expect(sample(text, 'effectgate_proxy_events_total{event="destinations_refused"}')).toBe(5);
   });
 
   it('counts outcomes the store could not take at once, and how many still wait', async () => {
