@@ -30,7 +30,7 @@ export const RESERVATION_WAIT_BUCKETS: readonly number[] = [
 ];
 
 const VERDICTS: readonly Verdict[] = ['allow', 'duplicate', 'pending', 'hold', 'halted', 'block'];
-const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown'];
+const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown', 'open'];
 const RECONCILIATIONS: readonly ReconciliationResult[] = ['match', 'none', 'multiple', 'inconclusive'];
 
 export interface PrometheusMetricsOptions {

@@ -6,7 +6,8 @@ const decoder = new TextDecoder();
 
 /** What a JSON-RPC tool's response says about its effect (DESIGN.md §4.1 "MCP and other JSON-RPC tools"). */
 export interface JsonRpcOutcome {
-  readonly operationState: OutcomeClass;
+  /** `open`: MCP `input_required`, the tool did not run and the call's continuation is the same operation. */
+  readonly operationState: OutcomeClass | 'open';
   readonly destinationRef: string | null;
   /** Why the state is not the HTTP status's, for the attempt's `error` (null when the call succeeded). */
   readonly note: string | null;
@@ -20,9 +21,11 @@ export interface JsonRpcOutcome {
  * class. A 2xx without a response for this request (another id, no JSON-RPC response at all, an
  * SSE stream that ended before it) is `unknown`: the call may have run.
  *
- * MCP's multi-round-trip `resultType: "input_required"` is not an outcome either; until the gate
- * carries the continuation as the same operation it is kept `unknown`, which never confirms the key
- * (a held continuation rather than a second effect).
+ * MCP's multi-round-trip `resultType: "input_required"` (2026-07-28) is not an outcome either: the
+ * tool did not run, it asks for input, and the client sends the same call again with
+ * `inputResponses`. It is `open`: the operation stays open and its key awaits that continuation,
+ * which the store makes the next attempt of the same operation (eg_continue.sql). Only the explicit
+ * `resultType` counts: reading a finished call as incomplete would let its repeat run again.
  */
 export function jsonRpcOutcome(
   tool: Tool,
@@ -55,9 +58,9 @@ export function jsonRpcResponseOutcome(tool: Tool, response: JsonRpcResponse): J
   const result = response.result as Record<string, unknown> | null;
   if (result !== null && typeof result === 'object' && result['resultType'] === 'input_required') {
     return {
-      operationState: 'unknown',
+      operationState: 'open',
       destinationRef: null,
-      note: 'MCP input_required: the tool asked for more input; its continuation is not carried as the same operation yet',
+      note: 'MCP input_required: the tool asked for input; the call continues as the same operation',
     };
   }
   const ref = destinationRefOf(tool, result);

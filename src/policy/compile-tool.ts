@@ -105,13 +105,17 @@ function readRetryBudget(r: PolicyReader, slot: Slot | undefined): number {
 
 /**
  * What every JSON-RPC request carries that changes on each retry by design (DESIGN.md §4.1): the
- * request `id` (a client must not reuse one) and `params._meta` (progress token, trace context).
- * Never part of the fingerprint of a JSON-RPC tool, whatever the policy says, so a retry after a
- * lost response is attempt n+1 of its operation, not a materially changed request.
+ * request `id` (a client must not reuse one), `params._meta` (progress token, trace context), and
+ * what an MCP continuation adds to the same call after `input_required` (`params.inputResponses`,
+ * the opaque `params.requestState`). Never part of the fingerprint of a JSON-RPC tool, whatever the
+ * policy says, so a retry after a lost response is attempt n+1 of its operation, and a
+ * continuation is the next attempt of the call that asked for input, not a changed request.
  */
 const JSONRPC_VOLATILE: readonly CompiledPath[] = Object.freeze([
   compileJsonPath('$.body.id'),
   compileJsonPath('$.body.params._meta'),
+  compileJsonPath('$.body.params.inputResponses'),
+  compileJsonPath('$.body.params.requestState'),
 ]);
 
 function readFingerprintIgnore(

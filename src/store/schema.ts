@@ -91,12 +91,14 @@ export interface DedupeKeysTable {
   area: string;
   agent: string;
   tool_id: string;
-  state: 'pending' | 'confirmed' | 'unknown' | 'released';
+  state: 'pending' | 'confirmed' | 'unknown' | 'released' | 'awaiting_input';
   operation_id: string;
   run_id: string | null;
   step: string | null;
   attempt_id: string | null;
   attempt_number: number;
+  /** Attempts of the key that continued an `input_required` answer (migration 0004); they spend no budget. */
+  input_rounds: ColumnType<number, never, never>;
   created_at: Timestamp;
   expires_at: ColumnType<Date | null, never, never>;
   confirmed_at: ColumnType<Date | null, never, never>;

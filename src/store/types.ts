@@ -34,7 +34,9 @@ export type RetryDecision =
   | 'destination_idempotency_honored'
   | 'operator_approved'
   /** The tool says `dedupe.on_expired: retry`: a lost reservation is tried again, accepting a possible second effect. */
-  | 'curator_accepted_risk';
+  | 'curator_accepted_risk'
+  /** The previous attempt was answered MCP `input_required`: this one continues the call (spends no budget). */
+  | 'input_continuation';
 
 /**
  * What the gate does with a new proposal for an operation whose outcome is unknown (DESIGN.md §3,
@@ -254,8 +256,13 @@ export interface OutcomeInput {
   readonly keyHash: string | null;
   readonly windowMs: number | null;
   readonly dispatchState: DispatchState;
-  /** Resulting operation state: `succeeded` confirms the key, `failed` releases it, `unknown` keeps it held. */
-  readonly operationState: 'succeeded' | 'failed' | 'unknown';
+  /**
+   * Resulting operation state: `succeeded` confirms the key, `failed` releases it, `unknown` keeps
+   * it held. `open`: the destination answered without running the tool (MCP `input_required`); the
+   * operation stays open and the key awaits the call's continuation, the next attempt of the same
+   * operation (DESIGN.md §4.1).
+   */
+  readonly operationState: 'succeeded' | 'failed' | 'unknown' | 'open';
   readonly status: number | null;
   readonly responseFingerprint: string | null;
   readonly destinationRef: string | null;

@@ -33,4 +33,6 @@ export const RETRY_REASONS = Object.freeze([
   'response_lost_after_dispatch',
   'credential_refreshed',
   'operator_requested',
+  // The parent was answered MCP `input_required` (migration 0004): the later attempt continues it.
+  'input_required',
 ] as const);

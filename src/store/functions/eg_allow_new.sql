@@ -13,11 +13,11 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
       p_key_hash, case when p_key_hash is null then null else p -> 'key' -> 'values' end,
       p ->> 'idempotencyHeader', p ->> 'runId', p ->> 'step', p ->> 'worker', p ->> 'agentVersion', p_supersedes,
       p ->> 'unknownRule');
-    perform eg_insert_attempt(p, v_op, 1, null, null, null);
+    perform eg_insert_attempt(p, v_op, 1, null, null, null, 1);
     perform eg_decided(p, p_input, 'allow', p ->> 'keyError', v_op, p ->> 'newAttemptId', p_key_hash, v_op,
       json_build_object(
         'operation', json_build_object('opened', true, 'supersedesOperationId', p_supersedes),
-        'attempt', eg_attempt_facts(p, 1, null, null, null, null),
+        'attempt', eg_attempt_facts(p, 1, null, null, null, null, 1),
         'key', case when p_key_hash is not null then json_build_object('expiresAt', eg_iso(p_expires_at)) end,
         'observation', p_extra -> 'observation', 'approval', p_extra -> 'approval',
         'outcomeLost', p_extra -> 'outcomeLost'));

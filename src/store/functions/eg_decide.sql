@@ -91,6 +91,21 @@ begin
       select * into v_row from dedupe_keys where key_hash = v_hash;
       continue;
     end if;
+    -- (c1) The key's latest attempt was answered MCP input_required (DESIGN.md §4.1): the tool did
+    -- not run, it asked for input. The same request again (its continuation: the fingerprint
+    -- ignores inputResponses and requestState) is the next attempt of that operation (eg_continue);
+    -- a changed request forks at (d), one past the window is a new operation at (e).
+    if v_row.state = 'awaiting_input' and (v_window is null or v_row.created_at + v_window > now()) then
+      select * into v_prev from attempts where id = v_row.attempt_id;
+      if (v_prev.request ->> 'fingerprint') is not distinct from (p -> 'request' ->> 'fingerprint') then
+        v_result := eg_continue(p, p_input, v_row, v_expires);
+        if v_result is not null then
+          return v_result;
+        end if;
+        select * into v_row from dedupe_keys where key_hash = v_hash;
+        continue;
+      end if;
+    end if;
 
     -- (c2) A reservation past its pending_ttl whose attempt has no outcome is not a free key
     -- (DESIGN.md §2, §4.1): its gate lost track (a crash, a store error when the outcome was
@@ -134,7 +149,8 @@ begin
     -- (d) A materially changed request for a key whose operation is still inside its window is not
     -- a retry: it forks a new operation that supersedes the old one (seed: attempt-lineage).
     v_fork_of := null;
-    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now()) then
+    if v_row.state in ('released', 'pending', 'awaiting_input')
+        and (v_window is null or v_row.created_at + v_window > now()) then
       select * into v_prev from attempts where id = v_row.attempt_id;
       if v_prev.id is not null
           and (v_prev.request ->> 'fingerprint') is distinct from (p -> 'request' ->> 'fingerprint') then
@@ -157,6 +173,9 @@ begin
       attempt_number = case when v_fork_of is null and k.state <> 'confirmed'
           and (v_window is null or k.created_at + v_window > now())
         then k.attempt_number + 1 else 1 end,
+      input_rounds = case when v_fork_of is null and k.state <> 'confirmed'
+          and (v_window is null or k.created_at + v_window > now())
+        then k.input_rounds else 0 end,
       created_at = case when v_fork_of is null and k.state <> 'confirmed'
           and (v_window is null or k.created_at + v_window > now())
         then k.created_at else excluded.created_at end,
@@ -169,12 +188,17 @@ begin
       destination_ref = null
     where (k.state = 'released'
         or (k.state = 'pending' and k.expires_at < now())
-        or (k.state = 'confirmed' and k.window_ends_at < now()))
-      -- 'unknown' is never taken over here (DESIGN 4.1), and a retry needs attempt budget left.
+        or (k.state = 'confirmed' and k.window_ends_at < now())
+        -- The same request continues an awaiting_input key in eg_continue (c1), never here: only
+        -- a changed request (a fork) or one past the window takes it.
+        or (k.state = 'awaiting_input'
+          and (v_fork_of is not null or (v_window is not null and k.created_at + v_window <= now()))))
+      -- 'unknown' is never taken over here (DESIGN 4.1), and a retry needs attempt budget left
+      -- (continuations of an input_required answer spent none: input_rounds).
       and (k.state = 'confirmed'
         or v_fork_of is not null
         or (v_window is not null and k.created_at + v_window <= now())
-        or k.attempt_number < v_budget)
+        or k.attempt_number - k.input_rounds < v_budget)
     returning k.operation_id, k.attempt_number into v_op, v_number;
 
     if found and v_op = v_new_op then
@@ -207,13 +231,14 @@ begin
       return eg_pending(p, p_input, v_row, 'reserved_by_another_run');
     end if;
     if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
-        and v_row.attempt_number >= v_budget and v_fork_of is null then
+        and v_row.attempt_number - v_row.input_rounds >= v_budget and v_fork_of is null then
       -- A lookup made for this proposal (the key was released while the gate looked) is evidence too.
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
       end if;
       perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_row.operation_id, null, v_hash, null,
-        json_build_object('attemptsUsed', v_row.attempt_number, 'attemptBudget', v_budget, 'outcomeLost', v_lost,
+        json_build_object('attemptsUsed', v_row.attempt_number - v_row.input_rounds, 'attemptBudget', v_budget,
+          'outcomeLost', v_lost,
           'observation', v_obs));
       return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
         'operationId', v_row.operation_id);

@@ -1,11 +1,11 @@
 -- Inserts attempt p_number of operation p_operation_id for the proposal p, with its retry lineage
--- and the attempt budget it leaves.
+-- and the attempt budget it leaves (p_spent: the attempts that spent it, this one included).
 create or replace function eg_insert_attempt(p jsonb, p_operation_id text, p_number int, p_retry_of text,
-    p_retry_reason text, p_retry_decision text) returns void language sql as $$
+    p_retry_reason text, p_retry_decision text, p_spent int) returns void language sql as $$
     insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, retry_of_attempt_id,
       retry_reason, retry_decision, remaining_attempts, request, gate_instance, deadline_at)
     values (p ->> 'newAttemptId', p_operation_id, p_number, p ->> 'decisionId', p ->> 'runId', p ->> 'step',
       p ->> 'worker', p_retry_of, p_retry_reason, p_retry_decision,
-      coalesce((p ->> 'retryBudget')::int, 1) - p_number, p -> 'request', p ->> 'gateInstance',
+      coalesce((p ->> 'retryBudget')::int, 1) - p_spent, p -> 'request', p ->> 'gateInstance',
       now() + eg_ms(p -> 'deadlineMs'))
   $$;

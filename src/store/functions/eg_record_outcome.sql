@@ -35,8 +35,8 @@ declare
   v_kept_unknown boolean := false;
   v_att attempts%rowtype;
 begin
-  if v_state not in ('succeeded', 'failed', 'unknown') then
-    raise exception 'effectgate: outcome state must be succeeded, failed or unknown, not %', v_state;
+  if v_state not in ('succeeded', 'failed', 'unknown', 'open') then
+    raise exception 'effectgate: outcome state must be succeeded, failed, unknown or open, not %', v_state;
   end if;
   -- Read unlocked: an outcome, once written (finished_at), never changes.
   select * into v_att from attempts where id = v_attempt_id;
@@ -52,17 +52,21 @@ begin
         'alreadyRecorded', true);
     end if;
   end if;
-  if v_state = 'failed' then
-    -- Every retry decision but previous_attempt_failed retried an attempt that may have done the
-    -- effect (honored, approved, curator_accepted_risk, reservation_expired): its definite failure
-    -- proves nothing about that one.
-    select coalesce(retry_decision, 'previous_attempt_failed') <> 'previous_attempt_failed' into v_kept_unknown
+  if v_state in ('failed', 'open') then
+    -- Every retry decision but previous_attempt_failed and input_continuation retried an attempt
+    -- that may have done the effect (honored, approved, curator_accepted_risk, reservation_expired):
+    -- its definite failure, or its request for more input, proves nothing about that one.
+    select coalesce(retry_decision, 'previous_attempt_failed') not in ('previous_attempt_failed', 'input_continuation')
+    into v_kept_unknown
     from attempts where id = v_attempt_id and operation_id = v_op_id;
     if coalesce(v_kept_unknown, false) then
       v_state := 'unknown';
     end if;
   end if;
-  v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released' else 'unknown' end;
+  -- open: the destination answered without running the tool (MCP input_required); the next
+  -- proposal of the same request continues the operation (eg_continue).
+  v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released'
+    when 'open' then 'awaiting_input' else 'unknown' end;
   if v_key_hash is not null then
     update dedupe_keys set
       state = v_key_state,
@@ -120,8 +124,10 @@ begin
       and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
     v_change := json_build_object('from', v_op_state, 'to', v_state);
-    if v_state in ('succeeded', 'failed') then
-      perform eg_withdraw_approvals(v_op_id, v_state);
+    -- open: a late answer showed the tool did not run; nothing is left to approve either.
+    if v_state in ('succeeded', 'failed', 'open') then
+      perform eg_withdraw_approvals(v_op_id,
+        case when v_state = 'open' then 'open, the tool asked for input' else v_state end);
     end if;
   end if;
 

@@ -80,9 +80,9 @@ begin
 
   -- No retry is possible (budget spent, same request): say so now, by any rule, rather than ask
   -- for an approval that could never be used. A changed request forks and has its own budget.
-  if not v_changed and v_key.attempt_number >= v_budget then
+  if not v_changed and v_key.attempt_number - v_key.input_rounds >= v_budget then
     perform eg_decided(p, p_input, 'block', 'retry_budget_exhausted', v_op, null, v_key.key_hash, null,
-      json_build_object('attemptsUsed', v_key.attempt_number, 'attemptBudget', v_budget, 'observation', v_obs, 'outcomeLost', p_lost));
+      json_build_object('attemptsUsed', v_key.attempt_number - v_key.input_rounds, 'attemptBudget', v_budget, 'observation', v_obs, 'outcomeLost', p_lost));
     return json_build_object('verdict', 'block', 'decisionId', p ->> 'decisionId',
       'reason', 'retry_budget_exhausted', 'operationId', v_op);
   end if;
@@ -107,7 +107,7 @@ begin
     end if;
     if v_changed then
       update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,
-        attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', created_at = now(),
+        input_rounds = 0, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', created_at = now(),
         expires_at = p_expires_at, confirmed_at = null, window_ends_at = null, destination_ref = null
       where key_hash = v_key.key_hash;
       return eg_allow_new(p, p_input, v_key.key_hash, p_expires_at, v_op,

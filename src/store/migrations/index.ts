@@ -2,6 +2,7 @@ import type { Migration, MigrationProvider } from 'kysely';
 import { migration0001 } from './0001-initial/index.js';
 import { migration0002 } from './0002-unknown-outcomes/index.js';
 import { migration0003 } from './0003-lost-outcomes/index.js';
+import { migration0004 } from './0004-input-continuations/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -16,6 +17,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0001-initial': migration0001,
   '0002-unknown-outcomes': migration0002,
   '0003-lost-outcomes': migration0003,
+  '0004-input-continuations': migration0004,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -10,7 +10,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, McpError, ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Agent, type Dispatcher, ProxyAgent, request, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGate, type Gate } from '../../../src/engine/index.js';
@@ -20,7 +20,7 @@ import { gateInterceptor } from '../../../src/undici/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { startTicketServer, type TicketServer } from './ticket-server.js';
 
-const tool = (name: string): string => `
+const tool = (name: string, extra = ''): string => `
   - id: mcp.${name}
     match:
       hosts: [127.0.0.1]
@@ -29,14 +29,17 @@ const tool = (name: string): string => `
       body: { "$.method": tools/call, "$.params.name": ${name} }
     effect: create
     dedupe: { key: [$.body.params.arguments.subject], window: 1h, wait: 0s }
-    verdict: { protocol: jsonrpc }`;
+    verdict: { protocol: jsonrpc }${extra}`;
 
 const policies = parsePolicyFiles([
   {
     file: 'mcp-sdk.yaml',
     text: `
 version: 1
-tools:${tool('create_ticket')}${tool('flaky_ticket')}${tool('guarded_ticket')}${tool('slow_ticket')}
+tools:${tool('create_ticket')}${tool('flaky_ticket')}${tool('guarded_ticket')}${tool('slow_ticket')}${tool(
+      'confirm_ticket',
+      '\n    idempotency: { header: Idempotency-Key }',
+    )}
 `,
   },
 ]);
@@ -375,6 +378,79 @@ for (const target of storeTargets()) {
             },
           ]);
         });
+
+        for (const answer of ['JSON', 'an event stream'] as const) {
+          it(`continues a call answered input_required (as ${answer}) as the same operation: one ticket, then a duplicate`, async () => {
+            const subject = subjectFor(`${answer === 'JSON' ? '' : 'sse: '}a new laptop`);
+            const { client, exchanges } = await connect(door(), server.url, runFor());
+            // The SDK has no multi-round-trip support yet: the agent sends the continuation itself,
+            // as MCP 2026-07-28 says (same call, a new id, inputResponses and requestState).
+            const call = (more: Record<string, unknown>): Promise<Record<string, unknown>> =>
+              client.request(
+                {
+                  method: 'tools/call',
+                  params: { name: 'confirm_ticket', arguments: { subject }, ...more },
+                } as Parameters<Client['request']>[0],
+                ResultSchema,
+              );
+            let first: Record<string, unknown>;
+            let done: Record<string, unknown>;
+            let again: unknown;
+            try {
+              first = await call({});
+              expect(first).toMatchObject({
+                resultType: 'input_required',
+                requestState: `confirm:${subject}`,
+                inputRequests: { confirm: { method: 'elicitation/create' } },
+              });
+              const continuation = {
+                inputResponses: { confirm: { result: { action: 'accept', content: {} } } },
+                requestState: first['requestState'],
+              };
+              done = await call(continuation);
+              expect(done['content']).toEqual([
+                { type: 'text', text: expect.stringMatching(/^Created ticket T-\d+: /) },
+              ]);
+              again = await rejection(call(continuation));
+            } finally {
+              await client.close();
+            }
+            expect(again).toBeInstanceOf(McpError);
+            expect(again).toMatchObject({ code: DUPLICATE, data: { verdict: 'duplicate' } });
+            const [a, b, c] = toolCalls(exchanges);
+            expect([a, b, c].map((e) => e?.verdict)).toEqual(['allow', 'allow', 'duplicate']);
+            // One operation throughout: the continuation is its attempt 2, the repeat its duplicate.
+            expect(b!.operation).toBe(a!.operation);
+            expect(c!.operation).toBe(a!.operation);
+            expect(b!.rpc?.id).not.toEqual(a!.rpc?.id);
+
+            // The destination ran the tool once, and saw the same Idempotency-Key both times.
+            expect(server.executionsOf(subject).map((e) => e.result)).toEqual(['input_required', 'created']);
+            const calls = server.callsOf(subject);
+            expect(calls).toHaveLength(2);
+            expect(calls[0]!.headers['idempotency-key']).toEqual(expect.any(String));
+            expect(calls[1]!.headers['idempotency-key']).toBe(calls[0]!.headers['idempotency-key']);
+            expect(calls[1]!.params['inputResponses']).toBeDefined();
+
+            const ops = await store.listOperations({ toolId: 'mcp.confirm_ticket', keyValues: [subject] });
+            expect(ops).toHaveLength(1);
+            const [op] = ops;
+            expect(op).toMatchObject({ id: a!.operation, state: 'succeeded' });
+            const [t1, t2] = op!.attempts;
+            expect(op!.attempts).toHaveLength(2);
+            expect(t1).toMatchObject({ number: 1, dispatchState: 'response_received', status: 200 });
+            expect(t1!.error).toMatch(/input_required/);
+            expect(t2).toMatchObject({
+              number: 2,
+              dispatchState: 'response_received',
+              retryOfAttemptId: t1!.id,
+              retryReason: 'input_required',
+              retryDecision: 'input_continuation',
+            });
+            // Both attempts are the same request: the continuation's inputs are not a change.
+            expect(t2!.request.fingerprint).toBe(t1!.request.fingerprint);
+          });
+        }
 
         it('refuses an Mcp-Method or Mcp-Name header that disagrees with the body, sending nothing', async () => {
           const subject = subjectFor('header says otherwise');

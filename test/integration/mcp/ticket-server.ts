@@ -18,6 +18,11 @@
  * - `slow_ticket` sends a progress notification (to the request's progress token), then waits
  *   until the test calls `release(subject)` before it creates the ticket: a result that can only
  *   come after the agent has seen the progress.
+ * - `confirm_ticket` is a multi-round-trip call (MCP 2026-07-28, `resultType: "input_required"`):
+ *   without an accepted `inputResponses.confirm` and its `requestState` it runs nothing and asks
+ *   for a confirmation; the same call again with them creates the ticket. The SDK (1.32.2) has no
+ *   server support for it, so this server answers it by hand, as JSON, or as an event stream when
+ *   the subject contains `sse:`.
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -30,8 +35,11 @@ import * as z from 'zod';
 export interface Execution {
   readonly tool: string;
   readonly subject: string;
-  /** `created` (an effect), `tool_error` (isError answered), `rpc_error` (JSON-RPC error thrown). */
-  readonly result: 'created' | 'tool_error' | 'rpc_error';
+  /**
+   * `created` (an effect), `tool_error` (isError answered), `rpc_error` (JSON-RPC error thrown),
+   * `input_required` (asked for input, ran nothing).
+   */
+  readonly result: 'created' | 'tool_error' | 'rpc_error' | 'input_required';
   readonly ticket: string | null;
 }
 
@@ -40,6 +48,7 @@ export interface ReceivedCall {
   readonly id: unknown;
   readonly name: unknown;
   readonly subject: unknown;
+  readonly params: Record<string, unknown>;
   readonly headers: IncomingMessage['headers'];
 }
 
@@ -147,6 +156,39 @@ export async function startTicketServer(): Promise<TicketServer> {
     return mcp;
   };
 
+  /** `confirm_ticket`: asks for a confirmation first, creates the ticket on an accepted continuation. */
+  const confirmTicket = (subject: string, params: Record<string, unknown>): Record<string, unknown> => {
+    const state = `confirm:${subject}`;
+    const responses = params['inputResponses'] as { confirm?: { result?: { action?: unknown } } } | undefined;
+    if (params['requestState'] === state && responses?.confirm?.result?.action === 'accept') {
+      return { ...create('confirm_ticket', subject) };
+    }
+    ledger.push({ tool: 'confirm_ticket', subject, result: 'input_required', ticket: null });
+    return {
+      resultType: 'input_required',
+      inputRequests: {
+        confirm: {
+          method: 'elicitation/create',
+          params: {
+            mode: 'form',
+            message: `Create a ticket "${subject}"?`,
+            requestedSchema: { type: 'object', properties: {} },
+          },
+        },
+      },
+      requestState: state,
+    };
+  };
+  const answerByHand = (res: ServerResponse, id: unknown, result: unknown, subject: string): void => {
+    const message = JSON.stringify({ jsonrpc: '2.0', id, result });
+    if (subject.includes('sse:')) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.end(`event: message\ndata: ${message}\n\n`);
+    } else {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(message);
+    }
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (req.url?.split('?')[0] !== '/mcp') {
       res.writeHead(404).end();
@@ -163,7 +205,22 @@ export async function startTicketServer(): Promise<TicketServer> {
     if (body['method'] === 'tools/call') {
       const params = (body['params'] ?? {}) as Record<string, unknown>;
       const args = (params['arguments'] ?? {}) as Record<string, unknown>;
-      calls.push({ id: body['id'], name: params['name'], subject: args['subject'], headers: req.headers });
+      calls.push({
+        id: body['id'],
+        name: params['name'],
+        subject: args['subject'],
+        params,
+        headers: req.headers,
+      });
+      if (params['name'] === 'confirm_ticket') {
+        answerByHand(
+          res,
+          body['id'],
+          confirmTicket(String(args['subject']), params),
+          String(args['subject']),
+        );
+        return;
+      }
     }
     const mcp = mcpFor(res);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });

@@ -117,19 +117,33 @@ describe('jsonRpcOutcome', () => {
     expect(jsonRpcOutcome(t, 3, 200, 'text/event-stream', cut).operationState).toBe('unknown');
   });
 
-  it('keeps input_required from confirming the key (its continuation is not carried yet)', () => {
-    const body = rpc(4, { result: { resultType: 'input_required', inputRequests: {} } });
-    expect(jsonRpcOutcome(t, 4, 200, APP_JSON, body)).toMatchObject({ operationState: 'unknown' });
+  it('calls input_required open: the tool did not run, the operation awaits its continuation', () => {
+    const body = rpc(4, {
+      result: { resultType: 'input_required', inputRequests: { who: {} }, requestState: 's1' },
+    });
+    expect(jsonRpcOutcome(t, 4, 200, APP_JSON, body)).toMatchObject({
+      operationState: 'open',
+      destinationRef: null,
+    });
+  });
+
+  it('reads input_required only from resultType: a finished call is never taken for incomplete', () => {
+    // A result that merely carries inputRequests (an early MRTR draft's only sign) is a result: taking
+    // a finished call for an unfinished one would let its repeat run the tool again.
+    const body = rpc(5, { result: { content: [], inputRequests: { who: {} } } });
+    expect(jsonRpcOutcome(t, 5, 200, APP_JSON, body).operationState).toBe('succeeded');
   });
 });
 
 describe('JSON-RPC tools in policies', () => {
-  it('never fingerprints the JSON-RPC id or params._meta, on top of what the policy ignores', () => {
+  it("never fingerprints the JSON-RPC id, params._meta or a continuation's inputs, on top of what the policy ignores", () => {
     const t = tool('    fingerprint: { ignore: [$.body.params.arguments.note] }');
     expect(t.fingerprintIgnore.map((p) => p.expression)).toEqual([
       '$.body.params.arguments.note',
       '$.body.id',
       '$.body.params._meta',
+      '$.body.params.inputResponses',
+      '$.body.params.requestState',
     ]);
   });
 
