@@ -1,6 +1,7 @@
 -- A new operation with its first attempt (the key, if any, is already reserved for it).
--- p_supersedes: the operation this one forks from; p_extra: { observation, approval, outcomeLost }
--- facts. The tool's unknown rule is recorded with the operation, so recovery needs no policies.
+-- p_supersedes: the operation this one forks from; p_extra: { observation, approval, outcomeLost,
+-- closedOperation } facts (closedOperation: the operation that awaited input and was cancelled).
+-- The tool's unknown rule is recorded with the operation, so recovery needs no policies.
 create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, p_expires_at timestamptz,
     p_supersedes text, p_extra jsonb) returns json language plpgsql as $$
   declare
@@ -20,6 +21,6 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
         'attempt', eg_attempt_facts(p, 1, null, null, null, null, 1),
         'key', case when p_key_hash is not null then json_build_object('expiresAt', eg_iso(p_expires_at)) end,
         'observation', p_extra -> 'observation', 'approval', p_extra -> 'approval',
-        'outcomeLost', p_extra -> 'outcomeLost'));
+        'outcomeLost', p_extra -> 'outcomeLost', 'closedOperation', p_extra -> 'closedOperation'));
     return eg_allow(p, v_op, 1, null, null, null, p_supersedes);
   end $$;

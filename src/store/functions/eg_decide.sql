@@ -91,23 +91,42 @@ begin
       select * into v_row from dedupe_keys where key_hash = v_hash;
       continue;
     end if;
-    -- (c1) The key's latest attempt was answered MCP input_required (DESIGN.md §4.1): the tool did
-    -- not run, it asked for input. The same request again (its continuation: the fingerprint
-    -- ignores inputResponses and requestState) is the next attempt of that operation (eg_continue);
-    -- a changed request forks at (d), one past the window is a new operation at (e).
-    if v_row.state = 'awaiting_input' and (v_window is null or v_row.created_at + v_window > now()) then
-      select * into v_prev from attempts where id = v_row.attempt_id;
-      if (v_prev.request ->> 'fingerprint') is not distinct from (p -> 'request' ->> 'fingerprint') then
-        v_result := eg_continue(p, p_input, v_row, v_expires);
-        if v_result is not null then
-          return v_result;
-        end if;
-        select * into v_row from dedupe_keys where key_hash = v_hash;
-        continue;
-      end if;
+    -- (c1) A lookup that found the effect is evidence, whatever happened to the key while the gate
+    -- looked (a late definite failure released it, a late input_required made it awaiting_input):
+    -- the key is unknown again, and the unknown rules at the top of the loop settle the operation
+    -- by the lookup and answer duplicate. Never an allow right after the gate saw the item exists.
+    if v_row.state in ('released', 'awaiting_input') and jsonb_typeof(p -> 'reconciliation') = 'object'
+        and p -> 'reconciliation' ->> 'result' in ('match', 'multiple')
+        and v_row.operation_id = p -> 'reconciliation' ->> 'operationId' then
+      update dedupe_keys set state = 'unknown', expires_at = null
+      where key_hash = v_hash and state = v_row.state and operation_id = v_row.operation_id;
+      select * into v_row from dedupe_keys where key_hash = v_hash;
+      continue;
     end if;
 
-    -- (c2) A reservation past its pending_ttl whose attempt has no outcome is not a free key
+    -- (c2) The key's latest attempt was answered MCP input_required (DESIGN.md §4.1): the tool did
+    -- not run, it asked for input. The same request again inside the window (its continuation:
+    -- the fingerprint ignores inputResponses and requestState) is the next attempt of that
+    -- operation (eg_continue). A changed request forks a new operation, and one past the window is
+    -- a new one; either way nothing can continue the one that asked, which is cancelled
+    -- (eg_supersede_waiting). Never taken by the upsert at (e).
+    if v_row.state = 'awaiting_input' then
+      v_in_window := v_window is null or v_row.created_at + v_window > now();
+      select * into v_prev from attempts where id = v_row.attempt_id;
+      if v_in_window and (v_prev.request ->> 'fingerprint') is not distinct from (p -> 'request' ->> 'fingerprint') then
+        v_result := eg_continue(p, p_input, v_row, v_expires);
+      else
+        v_result := eg_supersede_waiting(p, p_input, v_row, v_expires,
+          case when v_in_window then v_row.operation_id end);
+      end if;
+      if v_result is not null then
+        return v_result;
+      end if;
+      select * into v_row from dedupe_keys where key_hash = v_hash;
+      continue;
+    end if;
+
+    -- (c3) A reservation past its pending_ttl whose attempt has no outcome is not a free key
     -- (DESIGN.md §2, §4.1): its gate lost track (a crash, a store error when the outcome was
     -- written), so the attempt may have done the effect. eg_expire makes it sent_no_response
     -- (observation outcome_lost) and its operation unknown; inside the window the key becomes
@@ -133,24 +152,10 @@ begin
       continue;
     end if;
 
-    -- (c3) A lookup that found the effect is evidence, whatever happened to the key while the gate
-    -- looked (a late definite failure released it): the key is unknown again, and the unknown
-    -- rules at the top of the loop settle the operation by the lookup and answer duplicate. Never
-    -- an allow right after the gate saw the item exists.
-    if v_row.state = 'released' and jsonb_typeof(p -> 'reconciliation') = 'object'
-        and p -> 'reconciliation' ->> 'result' in ('match', 'multiple')
-        and v_row.operation_id = p -> 'reconciliation' ->> 'operationId' then
-      update dedupe_keys set state = 'unknown', expires_at = null
-      where key_hash = v_hash and state = 'released' and operation_id = v_row.operation_id;
-      select * into v_row from dedupe_keys where key_hash = v_hash;
-      continue;
-    end if;
-
     -- (d) A materially changed request for a key whose operation is still inside its window is not
     -- a retry: it forks a new operation that supersedes the old one (seed: attempt-lineage).
     v_fork_of := null;
-    if v_row.state in ('released', 'pending', 'awaiting_input')
-        and (v_window is null or v_row.created_at + v_window > now()) then
+    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now()) then
       select * into v_prev from attempts where id = v_row.attempt_id;
       if v_prev.id is not null
           and (v_prev.request ->> 'fingerprint') is distinct from (p -> 'request' ->> 'fingerprint') then
@@ -188,11 +193,8 @@ begin
       destination_ref = null
     where (k.state = 'released'
         or (k.state = 'pending' and k.expires_at < now())
-        or (k.state = 'confirmed' and k.window_ends_at < now())
-        -- The same request continues an awaiting_input key in eg_continue (c1), never here: only
-        -- a changed request (a fork) or one past the window takes it.
-        or (k.state = 'awaiting_input'
-          and (v_fork_of is not null or (v_window is not null and k.created_at + v_window <= now()))))
+        or (k.state = 'confirmed' and k.window_ends_at < now()))
+      -- 'awaiting_input' is never taken here either: (c2) answers it.
       -- 'unknown' is never taken over here (DESIGN 4.1), and a retry needs attempt budget left
       -- (continuations of an input_required answer spent none: input_rounds).
       and (k.state = 'confirmed'

@@ -45,9 +45,14 @@ begin
   end if;
   if found then
     v_op_id := coalesce(v_op_id, v_att.operation_id);
+    -- The same write again: every fact the outcome carries, not only the status (an MCP result,
+    -- a JSON-RPC error and input_required can all be response_received with 200).
     if v_att.finished_at is not null and v_att.operation_id = v_op_id
         and v_att.dispatch_state is not distinct from p ->> 'dispatchState'
-        and v_att.status is not distinct from (p ->> 'status')::int then
+        and v_att.status is not distinct from (p ->> 'status')::int
+        and v_att.response_fingerprint is not distinct from p ->> 'responseFingerprint'
+        and v_att.destination_ref is not distinct from p ->> 'destinationRef'
+        and v_att.error is not distinct from p ->> 'error' then
       return json_build_object('operationState', (select state from operations where id = v_op_id),
         'alreadyRecorded', true);
     end if;
@@ -77,8 +82,14 @@ begin
       and ((state in ('pending', 'unknown') and attempt_id = v_attempt_id)
         -- A success is proof the effect happened, whichever attempt of the operation reports it
         -- (a late outcome of an attempt that a retry superseded): the key is confirmed.
-        or (v_succeeded and state in ('pending', 'unknown', 'released')));
+        or (v_succeeded and state in ('pending', 'unknown', 'released', 'awaiting_input')));
     v_owned := found;
+  end if;
+  -- Asked for input, but nothing can continue this operation: no key ties a continuation to it,
+  -- or its key went to another operation meanwhile (a fork, a new window). None of its attempts ran
+  -- the tool (otherwise the state would be unknown by now), so it ends cancelled, not open forever.
+  if v_state = 'open' and not v_owned then
+    v_state := 'cancelled';
   end if;
   select state into v_op_state from operations where id = v_op_id for update;
   if not found then
@@ -103,7 +114,10 @@ begin
     -- connection): the first one recorded it.
     if exists (select 1 from attempts where id = v_attempt_id and operation_id = v_op_id and finished_at is not null
         and dispatch_state is not distinct from p ->> 'dispatchState'
-        and status is not distinct from (p ->> 'status')::int) then
+        and status is not distinct from (p ->> 'status')::int
+        and response_fingerprint is not distinct from p ->> 'responseFingerprint'
+        and destination_ref is not distinct from p ->> 'destinationRef'
+        and error is not distinct from p ->> 'error') then
       return json_build_object('operationState', v_op_state, 'alreadyRecorded', true);
     end if;
     raise exception 'effectgate: attempt % of operation % does not exist or already has an outcome',
@@ -120,12 +134,12 @@ begin
   -- as evidence in the event (reconciliation appends, never rewrites). A success settles it
   -- whichever attempt reports it, even one a later definite failure had closed: the effect is there.
   if ((v_number = v_latest and v_op_state in ('open', 'unknown'))
-      or (v_succeeded and v_op_state in ('open', 'unknown', 'failed')))
+      or (v_succeeded and v_op_state in ('open', 'unknown', 'failed', 'cancelled')))
       and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
     v_change := json_build_object('from', v_op_state, 'to', v_state);
     -- open: a late answer showed the tool did not run; nothing is left to approve either.
-    if v_state in ('succeeded', 'failed', 'open') then
+    if v_state in ('succeeded', 'failed', 'open', 'cancelled') then
       perform eg_withdraw_approvals(v_op_id,
         case when v_state = 'open' then 'open, the tool asked for input' else v_state end);
     end if;

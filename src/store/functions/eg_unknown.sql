@@ -90,8 +90,11 @@ begin
   if v_rule = 'honored' and not v_changed then
     v_decision := 'destination_idempotency_honored';
   else
+    -- An approval is of that very retry (DESIGN.md §3): of the attempt it was asked about, which
+    -- must still be the key's latest.
     select * into v_approval from approvals
       where operation_id = v_op and state = 'approved' and (expires_at is null or expires_at > now())
+        and previous_attempt_id is not distinct from v_key.attempt_id
       order by decided_at limit 1 for update;
     if found then
       v_decision := 'operator_approved';
