@@ -13,6 +13,8 @@ export interface CpuSnapshot {
   readonly steal: number;
   /** utime + stime jiffies per pid of ours. */
   readonly ours: ReadonlyMap<number, number>;
+  /** The PostgreSQL server processes among `ours`. */
+  readonly postgres: ReadonlySet<number>;
 }
 
 export interface CpuUse {
@@ -21,6 +23,12 @@ export interface CpuUse {
   /** Cores used by anything else on the machine. */
   readonly otherCores: number;
   readonly stealCores: number;
+  /** Of `oursCores`: the PostgreSQL server processes (every backend, the WAL writer, the checkpointer). */
+  readonly postgresCores: number;
+  /** Of `oursCores`: the process under test (the proxy), when its pid was given. */
+  readonly subjectCores: number | null;
+  /** The wall-clock length of the window measured. */
+  readonly seconds: number;
 }
 
 const HZ = 100;
@@ -59,6 +67,7 @@ export function cpuSnapshot(): CpuSnapshot | null {
       if (st !== null) procs.set(Number(name), st);
     }
     const ours = new Map<number, number>();
+    const postgres = new Set<number>();
     const mine = (pid: number): boolean => {
       for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {
         if (p === process.pid) return true;
@@ -66,23 +75,36 @@ export function cpuSnapshot(): CpuSnapshot | null {
       }
       return false;
     };
-    for (const [pid, st] of procs) if (mine(pid) || isPostgres(pid)) ours.set(pid, st.jiffies);
-    return { at: performance.now(), machine: user + nice + system, steal, ours };
+    for (const [pid, st] of procs) {
+      if (isPostgres(pid)) postgres.add(pid);
+      if (mine(pid) || postgres.has(pid)) ours.set(pid, st.jiffies);
+    }
+    return { at: performance.now(), machine: user + nice + system, steal, ours, postgres };
   } catch {
     return null;
   }
 }
 
-export function cpuUse(a: CpuSnapshot | null, b: CpuSnapshot | null): CpuUse | null {
+export function cpuUse(a: CpuSnapshot | null, b: CpuSnapshot | null, subjectPid?: number): CpuUse | null {
   if (a === null || b === null) return null;
   const seconds = (b.at - a.at) / 1000;
   let ours = 0;
+  let postgres = 0;
   // A process that started in between counts whole; one that ended in between is lost (small).
-  for (const [pid, j] of b.ours) ours += j - (a.ours.get(pid) ?? 0);
+  for (const [pid, j] of b.ours) {
+    const used = j - (a.ours.get(pid) ?? 0);
+    ours += used;
+    if (b.postgres.has(pid)) postgres += used;
+  }
+  const subject =
+    subjectPid === undefined ? null : (b.ours.get(subjectPid) ?? 0) - (a.ours.get(subjectPid) ?? 0);
   const machine = b.machine - a.machine;
   return {
     oursCores: ours / HZ / seconds,
     otherCores: Math.max(0, machine - ours) / HZ / seconds,
     stealCores: (b.steal - a.steal) / HZ / seconds,
+    postgresCores: postgres / HZ / seconds,
+    subjectCores: subject === null ? null : subject / HZ / seconds,
+    seconds,
   };
 }

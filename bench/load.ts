@@ -66,7 +66,16 @@ export function takeSeq(): number {
   return nextSeq++;
 }
 
-export async function runScenario(scenario: LoadScenario, settings: LoadSettings): Promise<ScenarioResult> {
+/**
+ * Runs the warm-up, then the measured phase. `around` runs right before and right after the
+ * measured phase (outside its clock), for figures that must cover exactly the measured requests
+ * (CPU of other processes, WAL bytes).
+ */
+export async function runScenario(
+  scenario: LoadScenario,
+  settings: LoadSettings,
+  around?: (at: 'start' | 'end') => Promise<void>,
+): Promise<ScenarioResult> {
   const pool: Dispatcher =
     scenario.dispatcher === undefined
       ? new Pool(scenario.origin, {
@@ -81,12 +90,14 @@ export async function runScenario(scenario: LoadScenario, settings: LoadSettings
     const warm = newPhase(settings.warmupMs, settings.maxRequests, null);
     await runPhase(pool, scenario, warm);
     const latencies = new Float64Array(settings.maxRequests);
+    await around?.('start');
     const measured = newPhase(settings.durationMs, settings.maxRequests, latencies);
     const started = performance.now();
     const cpu0 = process.cpuUsage();
     await runPhase(pool, scenario, measured);
     const cpu = process.cpuUsage(cpu0);
     const seconds = (performance.now() - started) / 1000;
+    await around?.('end');
     const n = Math.min(measured.issued, settings.maxRequests);
     const sorted = latencies.subarray(0, n).sort();
     let sum = 0;

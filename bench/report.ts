@@ -15,6 +15,17 @@ export interface BenchRow extends ScenarioResult {
   readonly label: string | null;
   /** CPU cores used during the scenario (warm-up + measured), ours vs the rest of the machine. */
   readonly cpu: CpuUse | null;
+  /** Costs per measured request, from snapshots around the measured phase alone; null off Linux. */
+  readonly perRequest: PerRequest | null;
+}
+
+export interface PerRequest {
+  /** CPU of the proxy process (the gate, or the floor prototype; PGlite runs inside it), µs. */
+  readonly proxyCpuUs: number | null;
+  /** CPU of every PostgreSQL server process, µs (the machine's cluster: other databases count too). */
+  readonly postgresCpuUs: number | null;
+  /** WAL bytes PostgreSQL wrote (`pg_stat_wal`, cluster-wide). */
+  readonly walBytes: number | null;
 }
 
 export interface Check {
@@ -58,6 +69,9 @@ export function formatTable(rows: readonly BenchRow[]): string {
     'cpu ours',
     'cpu other',
     'gen µs/req',
+    'proxy µs/req',
+    'pg µs/req',
+    'WAL B/req',
   ];
   const body = rows.map((r) => [
     r.label ??
@@ -73,6 +87,9 @@ export function formatTable(rows: readonly BenchRow[]): string {
     r.cpu === null ? '-' : fmt(r.cpu.oursCores),
     r.cpu === null ? '-' : fmt(r.cpu.otherCores),
     fmt(r.selfCpuUsPerRequest, r.kind === 'interceptor-alone' ? 3 : 1),
+    r.perRequest?.proxyCpuUs == null ? '-' : fmt(r.perRequest.proxyCpuUs, 0),
+    r.perRequest?.postgresCpuUs == null || r.store !== 'postgres' ? '-' : fmt(r.perRequest.postgresCpuUs, 0),
+    r.perRequest?.walBytes == null || r.store !== 'postgres' ? '-' : fmt(r.perRequest.walBytes, 0),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: readonly string[]): string =>
@@ -84,6 +101,7 @@ export function formatTable(rows: readonly BenchRow[]): string {
   const legend =
     'cpu ours/other: cores used by the benchmark (load generator, proxy, upstream, PostgreSQL) / by anything else on the machine\n' +
     'gen µs/req: CPU of the bench process itself per request (load generator; in-process rows: also the interceptor; "alone" rows: per dispatch)\n' +
+    'proxy / pg µs/req, WAL B/req: per measured request, the proxy process (PGlite included), every PostgreSQL process, and pg_stat_wal (cluster-wide)\n' +
     '"interceptor alone" rows: synchronous dispatches to a no-op next dispatcher; req/s = dispatches/s, mean ms = time per dispatch';
   return [line(head), sep, ...body.map(line), legend, ...errors].join('\n');
 }
@@ -173,6 +191,7 @@ export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: S
       }
     }
   }
+  lines.push(...floorRatios(rows));
   const u1 = find(rows, 'ungoverned', 'none', 1);
   for (const store of ['postgres', 'pglite'] as const) {
     const trip = rt[store];
@@ -196,6 +215,29 @@ export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: S
     );
   }
   return lines.join('\n');
+}
+
+/** Governed PostgreSQL figures over the floor prototype's (issue 12): throughput, latency, CPU, WAL. */
+function floorRatios(rows: readonly BenchRow[]): string[] {
+  const lines: string[] = [];
+  for (const c of [1, 32]) {
+    const floor = find(rows, 'floor', 'postgres', c);
+    if (floor === null) continue;
+    for (const kind of ['allow', 'duplicate'] as const) {
+      const r = find(rows, kind, 'postgres', c);
+      if (r === null) continue;
+      const per = (f: (p: PerRequest) => number | null): string => {
+        const a = r.perRequest === null ? null : f(r.perRequest);
+        const b = floor.perRequest === null ? null : f(floor.perRequest);
+        return a === null || b === null || b === 0 ? '-' : `${fmt(a / b)}x (${fmt(a, 0)} vs ${fmt(b, 0)})`;
+      };
+      lines.push(
+        `  postgres @${c}: ${kind} / floor: throughput ${fmt(r.rps / floor.rps)}x, p50 ${fmt(r.p50Ms / floor.p50Ms)}x (${fmt(r.p50Ms, 3)} vs ${fmt(floor.p50Ms, 3)} ms); ` +
+          `per request: proxy cpu ${per((p) => p.proxyCpuUs)} µs, postgres cpu ${per((p) => p.postgresCpuUs)} µs, WAL ${per((p) => p.walBytes)} B`,
+      );
+    }
+  }
+  return lines;
 }
 
 export function evaluateTargets(rows: readonly BenchRow[], rt: RoundTrips): Check[] {
@@ -256,9 +298,63 @@ export function evaluateTargets(rows: readonly BenchRow[], rt: RoundTrips): Chec
   });
   atLeast('intercept-nomatch keep-alive @32', find(rows, 'intercept-nomatch', 'none', 32), 4_200);
   atLeast('connect-tunnel keep-alive @32', find(rows, 'connect-tunnel', 'none', 32), 15_800);
+  floorTargets(rows, checks);
   atLeast('governed allow pglite @32', find(rows, 'allow', 'pglite', 32), 1_500);
   atLeast('governed duplicate pglite @32', find(rows, 'duplicate', 'pglite', 32), 1_500);
   return checks;
+}
+
+/** Issue 12's "done when", against the floor prototype measured in the same run. */
+function floorTargets(rows: readonly BenchRow[], checks: Check[]): void {
+  const ratio = (
+    what: string,
+    row: BenchRow | null,
+    floor: BenchRow | null,
+    value: (r: BenchRow) => number | null,
+    bound: number,
+    atMost: boolean,
+    unit: string,
+  ): void => {
+    const a = row === null ? null : value(row);
+    const b = floor === null ? null : value(floor);
+    const x = a === null || b === null || b === 0 ? null : a / b;
+    checks.push({
+      what,
+      figure:
+        x === null
+          ? 'skipped'
+          : `${fmt(x)}x (${fmt(a!, unit === 'ms' ? 3 : 0)} vs ${fmt(b!, unit === 'ms' ? 3 : 0)} ${unit})`,
+      target: `${atMost ? '<=' : '>='} ${fmt(bound)}x the floor`,
+      met: x === null ? null : (atMost ? x <= bound : x >= bound) && row!.errors === 0,
+      disturbedBy: disturbance(row) ?? disturbance(floor),
+    });
+  };
+  const f1 = find(rows, 'floor', 'postgres', 1);
+  const f32 = find(rows, 'floor', 'postgres', 32);
+  const a1 = find(rows, 'allow', 'postgres', 1);
+  const a32 = find(rows, 'allow', 'postgres', 32);
+  const d32 = find(rows, 'duplicate', 'postgres', 32);
+  ratio('allow postgres @32 / floor, req/s', a32, f32, (r) => r.rps, 0.87, false, 'req/s');
+  ratio('allow postgres @1 / floor, p50', a1, f1, (r) => r.p50Ms, 1.15, true, 'ms');
+  ratio('duplicate postgres @32 / floor allow, req/s', d32, f32, (r) => r.rps, 1.0, false, 'req/s');
+  ratio(
+    'allow postgres @32 / floor, PostgreSQL CPU per request',
+    a32,
+    f32,
+    (r) => r.perRequest?.postgresCpuUs ?? null,
+    2.0,
+    true,
+    'µs',
+  );
+  ratio(
+    'allow postgres @32 / floor, proxy CPU per request',
+    a32,
+    f32,
+    (r) => r.perRequest?.proxyCpuUs ?? null,
+    1.5,
+    true,
+    'µs',
+  );
 }
 
 export function formatChecks(checks: readonly Check[]): string {

@@ -9,6 +9,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { Pool } from 'undici';
 import {
   killAllChildrenNow,
@@ -40,6 +41,7 @@ import {
   connectTunnelScenario,
   directScenario,
   duplicateScenario,
+  floorScenario,
   httpsAllowScenario,
   httpsDuplicateScenario,
   interceptNoMatchScenario,
@@ -171,15 +173,63 @@ function startProxy(
 }
 
 const rows: BenchRow[] = [];
+function perRequestOf(
+  totals: BenchRow['perRequest'],
+  each: (x: number | null) => number | null,
+): BenchRow['perRequest'] {
+  if (totals === null) return null;
+  return {
+    proxyCpuUs: each(totals.proxyCpuUs),
+    postgresCpuUs: each(totals.postgresCpuUs),
+    walBytes: each(totals.walBytes),
+  };
+}
 
-/** Repeats a scenario while something outside the benchmark used > NOISY_CORES; keeps the quietest. */
-async function measure(spec: ScenarioSpec): Promise<void> {
+/** A connection to the bench's PostgreSQL for pg_stat_wal, when PostgreSQL is measured. */
+let walClient: pg.Client | null = null;
+
+async function walBytes(): Promise<number | null> {
+  if (walClient === null) return null;
+  const r = await walClient.query<{ b: string }>('select wal_bytes::text as b from pg_stat_wal');
+  return r.rows[0] === undefined ? null : Number(r.rows[0].b);
+}
+
+/**
+ * Repeats a scenario while something outside the benchmark used > NOISY_CORES; keeps the quietest.
+ * `subjectPid`: the proxy under test, whose CPU per request is reported.
+ */
+async function measure(spec: ScenarioSpec, subjectPid?: number): Promise<void> {
   let best: BenchRow | null = null;
   for (let attempt = 0; attempt <= cfg.noisyRetries; attempt++) {
     const before = cpuSnapshot();
-    const r = await runScenario(spec, settings);
+    // Totals over exactly the measured phase (snapshots taken around it), divided per request below.
+    let start: { cpu: ReturnType<typeof cpuSnapshot>; wal: number | null } | null = null;
+    let totals: BenchRow['perRequest'] = null;
+    const r = await runScenario(spec, settings, async (at) => {
+      if (at === 'start') {
+        start = { cpu: cpuSnapshot(), wal: await walBytes() };
+        return;
+      }
+      const s0 = start!;
+      const used = cpuUse(s0.cpu, cpuSnapshot(), subjectPid);
+      const wal = await walBytes();
+      totals = {
+        proxyCpuUs: used?.subjectCores == null ? null : used.subjectCores * used.seconds * 1e6,
+        postgresCpuUs: used === null ? null : used.postgresCores * used.seconds * 1e6,
+        walBytes: wal === null || s0.wal === null ? null : wal - s0.wal,
+      };
+    });
     const cpu = cpuUse(before, cpuSnapshot());
-    const row: BenchRow = { ...r, kind: spec.kind, store: spec.store, label: spec.label ?? null, cpu };
+    const each = (x: number | null): number | null =>
+      x === null || r.requests === 0 ? null : x / r.requests;
+    const row: BenchRow = {
+      ...r,
+      kind: spec.kind,
+      store: spec.store,
+      label: spec.label ?? null,
+      cpu,
+      perRequest: perRequestOf(totals, each),
+    };
     const err = r.errors > 0 ? `  ERRORS ${r.errors}` : '';
     const load =
       cpu === null ? '' : `, cpu ours ${cpu.oursCores.toFixed(2)} other ${cpu.otherCores.toFixed(2)}`;
@@ -208,7 +258,7 @@ async function measureInterceptor(upstreamPort: number): Promise<void> {
       const before = cpuSnapshot();
       const r = measureDispatchLoop(v, gate, upstreamPort, Math.min(settings.durationMs, 2000), 50_000_000);
       const cpu = cpuUse(before, cpuSnapshot());
-      rows.push({ ...r, kind: 'interceptor-alone', store: 'none', label: r.name, cpu });
+      rows.push({ ...r, kind: 'interceptor-alone', store: 'none', label: r.name, cpu, perRequest: null });
       console.log(`  ${r.name}: ${(r.meanMs * 1000).toFixed(3)} µs per dispatch (${r.requests} dispatches)`);
     }
   } finally {
@@ -255,6 +305,10 @@ async function main(): Promise<void> {
       const db = made.db;
       database = db;
       cleanups.push(() => db.drop());
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      walClient = client;
+      cleanups.push(() => client.end());
     }
   }
   const roundTrips: RoundTrips = {
@@ -320,7 +374,7 @@ async function main(): Promise<void> {
       ca: tls?.material.clientCa ?? [],
     });
     if (!ungovernedDone && only('ungoverned')) {
-      for (const c of connectionCounts) await measure(ungovernedScenario(at(c)));
+      for (const c of connectionCounts) await measure(ungovernedScenario(at(c)), proxy.process.pid);
       ungovernedDone = true;
     }
     if (!tlsUngovernedDone && tls !== null) {
@@ -332,13 +386,30 @@ async function main(): Promise<void> {
         for (const c of connectionCounts) await measure(connectTunnelScenario(overTls(c)));
       tlsUngovernedDone = true;
     }
-    if (only('allow')) for (const c of connectionCounts) await measure(allowScenario(at(c), store, runTag));
+    if (store === 'postgres' && only('floor')) {
+      // The physical floor, measured next to the gate's allow in the same run (issue 12).
+      const floor = await spawnListening({
+        name: 'floor proxy',
+        args: ['--import', 'tsx', resolve(ROOT, 'bench/floor-proxy.ts'), storeUrl],
+        listening: /floor proxy listening on 127\.0\.0\.1:(\d+)/,
+      });
+      console.log(`floor prototype on postgres (port ${floor.port}):`);
+      for (const c of connectionCounts)
+        await measure(
+          floorScenario({ proxyPort: floor.port, upstreamPort: upstream.port, connections: c }, runTag),
+          floor.process.pid,
+        );
+      await stopChild(floor.process);
+    }
+    if (only('allow'))
+      for (const c of connectionCounts) await measure(allowScenario(at(c), store, runTag), proxy.process.pid);
     if (only('https-allow') && tls !== null)
       for (const c of connectionCounts) await measure(httpsAllowScenario(overTls(c), store, runTag));
     if (only('duplicate')) {
       const title = `bench ${runTag} the duplicate issue`;
       await prime(proxy.port, upstream.port, title);
-      for (const c of connectionCounts) await measure(duplicateScenario(at(c), store, runTag, title));
+      for (const c of connectionCounts)
+        await measure(duplicateScenario(at(c), store, runTag, title), proxy.process.pid);
     }
     if (only('https-duplicate') && tls !== null) {
       const title = `bench ${runTag} the https duplicate issue`;

@@ -11,6 +11,7 @@ import type { LoadScenario } from './load.js';
 export const SCENARIO_NAMES = [
   'direct',
   'ungoverned',
+  'floor',
   'allow',
   'duplicate',
   'interceptor-ungoverned',
@@ -105,6 +106,24 @@ export function allowScenario(t: Target, store: StoreKind, runTag: string): Scen
     origin: `http://127.0.0.1:${t.proxyPort}`,
     request: (seq: number): Dispatcher.RequestOptions =>
       proxied(t, ISSUES_PATH, {}, issueBody(`bench ${runTag} issue ${seq}`)),
+    expect: { status: 201, verdict: 'allow' },
+  };
+}
+
+/**
+ * The physical floor (bench/floor-proxy.ts, PostgreSQL only): the allow scenario's requests through
+ * a plain proxy that makes one reservation round trip before and one confirmation after.
+ */
+export function floorScenario(t: Target, runTag: string): ScenarioSpec {
+  return {
+    kind: 'floor',
+    store: 'postgres',
+    label: 'floor (prototype)',
+    name: 'floor: 1 round trip before, 1 after (postgres)',
+    connections: t.connections,
+    origin: `http://127.0.0.1:${t.proxyPort}`,
+    request: (seq: number): Dispatcher.RequestOptions =>
+      proxied(t, ISSUES_PATH, {}, issueBody(`floor ${runTag} issue ${seq}`)),
     expect: { status: 201, verdict: 'allow' },
   };
 }

@@ -96,7 +96,6 @@ begin
     raise exception 'effectgate: no operation %', v_op_id;
   end if;
 
-  select recovered_at is not null into v_late from attempts where id = v_attempt_id and operation_id = v_op_id;
   update attempts set
     dispatch_state = p ->> 'dispatchState',
     status = (p ->> 'status')::int,
@@ -108,7 +107,8 @@ begin
     finished_at = now()
   where id = v_attempt_id and operation_id = v_op_id
     and (dispatch_state is null or (recovered_at is not null and finished_at is null))
-  returning number into v_number;
+  -- late: crash recovery marked this attempt first (read from the row this update locked).
+  returning number, recovered_at is not null into v_number, v_late;
   if not found then
     -- The same outcome written concurrently (a retry of a write still running on a cut
     -- connection): the first one recorded it.

@@ -1,0 +1,158 @@
+/**
+ * Where PostgreSQL spends a governed allow, per SQL function (issue 12): runs N allows (decide for a
+ * fresh key, then recordOutcome) and N duplicates through the real store on a scratch database
+ * with `track_functions = all`, then prints `pg_stat_user_functions` (calls, total and self time
+ * per call) and the WAL bytes and records per call from `pg_stat_wal` (cluster-wide: run it on a
+ * quiet machine). Sequential, one connection, loopback only.
+ *
+ * `node --import tsx bench/function-profile.ts [postgres admin url] [N]`
+ */
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import { openStore, type ReserveInput, uuidv7 } from '../src/store/index.js';
+import { createBenchDatabase } from './stores.js';
+
+const adminUrl = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
+const n = Number(process.argv[3] ?? 2000);
+const sha = (s: string): string => `sha256:${createHash('sha256').update(s).digest('hex')}`;
+
+function reserve(title: string, run: string): ReserveInput {
+  return {
+    kind: 'reserve',
+    decisionId: uuidv7(),
+    runId: run,
+    step: null,
+    worker: null,
+    agentVersion: null,
+    scope: { tenant: 'acme', area: 'default', agent: 'agent' },
+    toolId: 'bench.create_issue',
+    explain: 'POST 127.0.0.1 /repos/{owner}/{repo}/issues',
+    maxDuplicateSkips: 1_000_000,
+    request: {
+      scheme: 'http',
+      method: 'POST',
+      host: '127.0.0.1',
+      port: 80,
+      path: '/repos/acme/api/issues',
+      route: 'POST 127.0.0.1 /repos/{owner}/{repo}/issues',
+      fingerprint: sha(title),
+      authorityRef: null,
+    },
+    key: {
+      hash: sha(`key ${title}`),
+      values: ['acme', 'api', title],
+      windowMs: 86_400_000,
+      pendingTtlMs: 120_000,
+    },
+    keyError: null,
+    newOperationId: uuidv7(),
+    newAttemptId: uuidv7(),
+    idempotencyHeader: 'Idempotency-Key',
+    retryBudget: 3,
+    unknownRule: 'hold',
+    onExpired: 'unknown',
+    clientRetryReason: null,
+    reconciliation: null,
+    gateInstance: null,
+    deadlineMs: 108_000,
+    recordPending: false,
+  };
+}
+
+interface FunctionRow {
+  funcname: string;
+  calls: string;
+  total_time: number;
+  self_time: number;
+}
+
+const made = await createBenchDatabase(adminUrl);
+if (made.db === null) throw new Error(`function-profile: ${made.skipped}`);
+const db = made.db;
+const admin = new pg.Client({ connectionString: db.url });
+await admin.connect();
+try {
+  await admin.query(`alter database ${new URL(db.url).pathname.slice(1)} set track_functions = 'all'`);
+  const wal = async (): Promise<[number, number]> => {
+    const r = await admin.query<{ b: string; r: string }>(
+      'select wal_bytes::text as b, wal_records::text as r from pg_stat_wal',
+    );
+    return [Number(r.rows[0]!.b), Number(r.rows[0]!.r)];
+  };
+  // A backend reports its statistics when it is idle for a while or exits: each phase closes its
+  // store before the figures are read.
+  const phase = async (
+    what: string,
+    run: (store: Awaited<ReturnType<typeof openStore>>) => Promise<void>,
+  ): Promise<void> => {
+    const store = await openStore({ url: db.url });
+    for (let i = 0; i < 200; i++) {
+      const d = await store.decide(reserve(`warm ${what} ${i}`, 'warm'));
+      if (d.verdict !== 'allow') throw new Error(d.verdict);
+      await store.recordOutcome(outcomeOf(d, `warm ${what} ${i}`));
+    }
+    await store.close();
+    await new Promise((r) => setTimeout(r, 500));
+    await admin.query('select pg_stat_reset()');
+    const [b0, r0] = await wal();
+    const measured = await openStore({ url: db.url });
+    const t0 = performance.now();
+    await run(measured);
+    const ms = (performance.now() - t0) / n;
+    await measured.close();
+    await new Promise((r) => setTimeout(r, 500));
+    const [b1, r1] = await wal();
+    const rows = await admin.query<FunctionRow>(
+      'select funcname, calls::text, total_time, self_time from pg_stat_user_functions order by self_time desc',
+    );
+    console.log(
+      `${n} ${what}: ${ms.toFixed(3)} ms each, sequential; WAL ${((b1 - b0) / n).toFixed(0)} B, ${((r1 - r0) / n).toFixed(1)} records each (cluster-wide)`,
+    );
+    console.log(
+      '  function                  calls   total µs/call   self µs/call   self µs per ' + what.split(' ')[0],
+    );
+    for (const r of rows.rows) {
+      const calls = Number(r.calls);
+      console.log(
+        `  ${r.funcname.padEnd(24)} ${String(calls).padStart(6)}  ${((r.total_time * 1000) / calls).toFixed(1).padStart(14)}  ${((r.self_time * 1000) / calls).toFixed(1).padStart(13)}  ${((r.self_time * 1000) / n).toFixed(1).padStart(10)}`,
+      );
+    }
+  };
+  await phase('allows (decide + recordOutcome)', async (store) => {
+    for (let i = 0; i < n; i++) {
+      const d = await store.decide(reserve(`issue ${i}`, 'run'));
+      if (d.verdict !== 'allow') throw new Error(d.verdict);
+      await store.recordOutcome(outcomeOf(d, `issue ${i}`));
+    }
+  });
+  await phase('duplicates (decide)', async (store) => {
+    for (let i = 0; i < n; i++) {
+      const d = await store.decide(reserve(`issue ${i % 50}`, `dup-${i}`));
+      if (d.verdict !== 'duplicate') throw new Error(d.verdict);
+    }
+  });
+} finally {
+  await admin.end();
+  await db.drop();
+}
+
+function outcomeOf(
+  d: Extract<Awaited<ReturnType<Awaited<ReturnType<typeof openStore>>['decide']>>, { verdict: 'allow' }>,
+  title: string,
+) {
+  return {
+    operationId: d.operationId,
+    attemptId: d.attemptId,
+    decisionId: d.decisionId,
+    keyHash: sha(`key ${title}`),
+    windowMs: 86_400_000,
+    dispatchState: 'response_received' as const,
+    operationState: 'succeeded' as const,
+    status: 201,
+    responseFingerprint: sha('response'),
+    destinationRef: 'http://127.0.0.1/acme/api/issues/1',
+    replayed: null,
+    durationMs: 1.5,
+    error: null,
+  };
+}
