@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { openStore, type ReserveInput, uuidv7 } from '../src/store/index.js';
+import { cpuSnapshot, cpuUse } from './cpu-meter.js';
 import { createBenchDatabase } from './stores.js';
 
 const adminUrl = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -81,6 +82,17 @@ try {
   };
   // A backend reports its statistics when it is idle for a while or exits: each phase closes its
   // store before the figures are read.
+  // BENCH_PROFILE_SQL: statements (`;`-separated) run on the scratch database after it is migrated,
+  // to measure a schema idea (an index dropped, a fillfactor) before writing its migration.
+  const experiment = process.env['BENCH_PROFILE_SQL'];
+  if (experiment !== undefined && experiment.trim() !== '') {
+    const migrated = await openStore({ url: db.url });
+    await migrated.close();
+    for (const statement of experiment.split(';').filter((x) => x.trim() !== '')) {
+      await admin.query(statement);
+      console.log(`experiment: ${statement.trim()}`);
+    }
+  }
   const phase = async (
     what: string,
     run: (store: Awaited<ReturnType<typeof openStore>>) => Promise<void>,
@@ -97,8 +109,14 @@ try {
     const [b0, r0] = await wal();
     const measured = await openStore({ url: db.url });
     const t0 = performance.now();
+    const cpu0 = cpuSnapshot();
+    const self0 = process.cpuUsage();
     await run(measured);
+    const self = process.cpuUsage(self0);
+    const used = cpuUse(cpu0, cpuSnapshot());
     const ms = (performance.now() - t0) / n;
+    const pgUs = used === null ? Number.NaN : (used.postgresCores * used.seconds * 1e6) / n;
+    const clientUs = (self.user + self.system) / n;
     await measured.close();
     await new Promise((r) => setTimeout(r, 500));
     const [b1, r1] = await wal();
@@ -106,7 +124,7 @@ try {
       'select funcname, calls::text, total_time, self_time from pg_stat_user_functions order by self_time desc',
     );
     console.log(
-      `${n} ${what}: ${ms.toFixed(3)} ms each, sequential; WAL ${((b1 - b0) / n).toFixed(0)} B, ${((r1 - r0) / n).toFixed(1)} records each (cluster-wide)`,
+      `${n} ${what}: ${ms.toFixed(3)} ms each, sequential; PostgreSQL CPU ${pgUs.toFixed(0)} µs, client CPU ${clientUs.toFixed(0)} µs each; WAL ${((b1 - b0) / n).toFixed(0)} B, ${((r1 - r0) / n).toFixed(1)} records each (cluster-wide)`,
     );
     console.log(
       '  function                  calls   total µs/call   self µs/call   self µs per ' + what.split(' ')[0],

@@ -123,6 +123,14 @@ function build(): void {
   if (!cfg.build) return;
   const tsc = resolve(ROOT, 'node_modules/typescript/bin/tsc');
   const r = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
+  // The store's SQL functions too (what `npm run build` copies): without them dist/ would run the
+  // functions of whatever build came before, and a SQL change would be measured as no change.
+  const sql = spawnSync(process.execPath, [resolve(ROOT, 'scripts/copy-sql.mjs')], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  if (sql.status !== 0)
+    throw new Error(`bench: copying the SQL functions failed\n${sql.stdout}${sql.stderr}`);
   if (r.status === 0) return;
   const out = `${r.stdout}${r.stderr}`.trim().split('\n').slice(0, 20).join('\n');
   if (!existsSync(resolve(ROOT, 'dist/cli/index.js'))) throw new Error(`bench: build failed\n${out}`);
@@ -183,6 +191,26 @@ function perRequestOf(
     postgresCpuUs: each(totals.postgresCpuUs),
     walBytes: each(totals.walBytes),
   };
+}
+
+/**
+ * BENCH_DB_SQL: statements (`;`-separated) run on the PostgreSQL bench database once the proxy has
+ * migrated it, to measure a schema idea (an index dropped, a fillfactor) under load before writing
+ * its migration. Printed with the results, so a figure is never read without it.
+ */
+async function applyExperiment(store: StoreKind, storeUrl: string): Promise<void> {
+  const sql = process.env['BENCH_DB_SQL'];
+  if (store !== 'postgres' || sql === undefined || sql.trim() === '') return;
+  const client = new pg.Client({ connectionString: storeUrl });
+  await client.connect();
+  try {
+    for (const statement of sql.split(';').filter((x) => x.trim() !== '')) {
+      await client.query(statement);
+      console.log(`experiment (BENCH_DB_SQL): ${statement.trim()}`);
+    }
+  } finally {
+    await client.end();
+  }
 }
 
 /** A connection to the bench's PostgreSQL for pg_stat_wal, when PostgreSQL is measured. */
@@ -361,6 +389,7 @@ async function main(): Promise<void> {
       storeUrl = `pglite:${tmp.dir}`;
     }
     const proxy = await startProxy(store, storeUrl, tls);
+    await applyExperiment(store, storeUrl);
     console.log(`proxy on ${store} (port ${proxy.port}):`);
     const at = (connections: number): { proxyPort: number; upstreamPort: number; connections: number } => ({
       proxyPort: proxy.port,
