@@ -7,59 +7,14 @@
  *
  * `node --import tsx bench/function-profile.ts [postgres admin url] [N]`
  */
-import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { openStore, type ReserveInput, uuidv7 } from '../src/store/index.js';
+import { openStore } from '../src/store/index.js';
 import { cpuSnapshot, cpuUse } from './cpu-meter.js';
+import { confirmInput, reserveInput } from './store-calls.js';
 import { createBenchDatabase } from './stores.js';
 
 const adminUrl = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const n = Number(process.argv[3] ?? 2000);
-const sha = (s: string): string => `sha256:${createHash('sha256').update(s).digest('hex')}`;
-
-function reserve(title: string, run: string): ReserveInput {
-  return {
-    kind: 'reserve',
-    decisionId: uuidv7(),
-    runId: run,
-    step: null,
-    worker: null,
-    agentVersion: null,
-    scope: { tenant: 'acme', area: 'default', agent: 'agent' },
-    toolId: 'bench.create_issue',
-    explain: 'POST 127.0.0.1 /repos/{owner}/{repo}/issues',
-    maxDuplicateSkips: 1_000_000,
-    request: {
-      scheme: 'http',
-      method: 'POST',
-      host: '127.0.0.1',
-      port: 80,
-      path: '/repos/acme/api/issues',
-      route: 'POST 127.0.0.1 /repos/{owner}/{repo}/issues',
-      fingerprint: sha(title),
-      authorityRef: null,
-    },
-    key: {
-      hash: sha(`key ${title}`),
-      values: ['acme', 'api', title],
-      windowMs: 86_400_000,
-      pendingTtlMs: 120_000,
-    },
-    keyError: null,
-    newOperationId: uuidv7(),
-    newAttemptId: uuidv7(),
-    idempotencyHeader: 'Idempotency-Key',
-    retryBudget: 3,
-    unknownRule: 'hold',
-    onExpired: 'unknown',
-    clientRetryReason: null,
-    reconciliation: null,
-    gateInstance: null,
-    deadlineMs: 108_000,
-    recordPending: false,
-  };
-}
-
 interface FunctionRow {
   funcname: string;
   calls: string;
@@ -99,11 +54,12 @@ try {
   ): Promise<void> => {
     const store = await openStore({ url: db.url });
     for (let i = 0; i < 200; i++) {
-      const d = await store.decide(reserve(`warm ${what} ${i}`, 'warm'));
+      const d = await store.decide(reserveInput(`warm ${what} ${i}`, 'warm'));
       if (d.verdict !== 'allow') throw new Error(d.verdict);
-      await store.recordOutcome(outcomeOf(d, `warm ${what} ${i}`));
+      await store.recordOutcome(confirmInput(d, `warm ${what} ${i}`));
     }
     await store.close();
+    if (process.env['BENCH_PROFILE_ANALYZE'] === '1') await admin.query('analyze');
     await new Promise((r) => setTimeout(r, 500));
     await admin.query('select pg_stat_reset()');
     const [b0, r0] = await wal();
@@ -127,7 +83,7 @@ try {
       `${n} ${what}: ${ms.toFixed(3)} ms each, sequential; PostgreSQL CPU ${pgUs.toFixed(0)} µs, client CPU ${clientUs.toFixed(0)} µs each; WAL ${((b1 - b0) / n).toFixed(0)} B, ${((r1 - r0) / n).toFixed(1)} records each (cluster-wide)`,
     );
     console.log(
-      '  function                  calls   total µs/call   self µs/call   self µs per ' + what.split(' ')[0],
+      `  function                  calls   total µs/call   self µs/call   self µs per ${what.split(' ')[0]}`,
     );
     for (const r of rows.rows) {
       const calls = Number(r.calls);
@@ -138,39 +94,18 @@ try {
   };
   await phase('allows (decide + recordOutcome)', async (store) => {
     for (let i = 0; i < n; i++) {
-      const d = await store.decide(reserve(`issue ${i}`, 'run'));
+      const d = await store.decide(reserveInput(`issue ${i}`, 'run'));
       if (d.verdict !== 'allow') throw new Error(d.verdict);
-      await store.recordOutcome(outcomeOf(d, `issue ${i}`));
+      await store.recordOutcome(confirmInput(d, `issue ${i}`));
     }
   });
   await phase('duplicates (decide)', async (store) => {
     for (let i = 0; i < n; i++) {
-      const d = await store.decide(reserve(`issue ${i % 50}`, `dup-${i}`));
+      const d = await store.decide(reserveInput(`issue ${i % 50}`, `dup-${i}`));
       if (d.verdict !== 'duplicate') throw new Error(d.verdict);
     }
   });
 } finally {
   await admin.end();
   await db.drop();
-}
-
-function outcomeOf(
-  d: Extract<Awaited<ReturnType<Awaited<ReturnType<typeof openStore>>['decide']>>, { verdict: 'allow' }>,
-  title: string,
-) {
-  return {
-    operationId: d.operationId,
-    attemptId: d.attemptId,
-    decisionId: d.decisionId,
-    keyHash: sha(`key ${title}`),
-    windowMs: 86_400_000,
-    dispatchState: 'response_received' as const,
-    operationState: 'succeeded' as const,
-    status: 201,
-    responseFingerprint: sha('response'),
-    destinationRef: 'http://127.0.0.1/acme/api/issues/1',
-    replayed: null,
-    durationMs: 1.5,
-    error: null,
-  };
 }

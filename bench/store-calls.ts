@@ -5,7 +5,14 @@
  * that separates "the store call costs more than a `select 1`" from "the proxy adds time".
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { openStore, type ReserveInput, type Store, uuidv7 } from '../src/store/index.js';
+import {
+  type DecideResult,
+  type OutcomeInput,
+  openStore,
+  type ReserveInput,
+  type Store,
+  uuidv7,
+} from '../src/store/index.js';
 import { percentileOf } from './load.js';
 
 export interface StoreCallTimes {
@@ -21,7 +28,8 @@ export interface StoreCallTimes {
 
 const sha = (s: string): string => `sha256:${createHash('sha256').update(s).digest('hex')}`;
 
-function reserveInput(title: string, runId: string): ReserveInput {
+/** The probe's proposal for `title` (its key is `title`'s, its fingerprint random per call). */
+export function reserveInput(title: string, runId: string): ReserveInput {
   return {
     kind: 'reserve',
     decisionId: uuidv7(),
@@ -65,15 +73,15 @@ function reserveInput(title: string, runId: string): ReserveInput {
   };
 }
 
-async function allowAndConfirm(store: Store, title: string): Promise<[number, number]> {
-  const t0 = performance.now();
-  const r = await store.decide(reserveInput(title, 'bench-probe'));
-  const t1 = performance.now();
-  if (r.verdict !== 'allow') throw new Error(`bench: store probe expected allow, got ${r.verdict}`);
-  await store.recordOutcome({
-    operationId: r.operationId,
-    attemptId: r.attemptId,
-    decisionId: r.decisionId,
+/** The success of the probe's allowed proposal for `title`: confirms its key. */
+export function confirmInput(
+  allow: Extract<DecideResult, { verdict: 'allow' }>,
+  title: string,
+): OutcomeInput {
+  return {
+    operationId: allow.operationId,
+    attemptId: allow.attemptId,
+    decisionId: allow.decisionId,
     keyHash: sha(`probe ${title}`),
     windowMs: 86_400_000,
     dispatchState: 'response_received',
@@ -84,7 +92,15 @@ async function allowAndConfirm(store: Store, title: string): Promise<[number, nu
     replayed: null,
     durationMs: 0.1,
     error: null,
-  });
+  };
+}
+
+async function allowAndConfirm(store: Store, title: string): Promise<[number, number]> {
+  const t0 = performance.now();
+  const r = await store.decide(reserveInput(title, 'bench-probe'));
+  const t1 = performance.now();
+  if (r.verdict !== 'allow') throw new Error(`bench: store probe expected allow, got ${r.verdict}`);
+  await store.recordOutcome(confirmInput(r, title));
   return [t1 - t0, performance.now() - t1];
 }
 

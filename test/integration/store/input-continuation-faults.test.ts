@@ -179,8 +179,8 @@ for (const target of storeTargets()) {
     });
 
     it('cancels the operation that awaited input when a changed request forks from it', async () => {
-      // Nothing will ever continue or settle the old operation (its key now belongs to the fork),
-      // yet it reads `open` (in flight) in the trail and in the unresolved{state=open} gauge.
+      // Nothing can continue or settle the old operation once its key belongs to the fork, and none
+      // of its attempts ran the tool: open (in flight, in the unresolved gauge) would be a lie.
       const key = newKey();
       const first = await store.decide(reserve(newRun(), key));
       expectVerdict(first, 'allow');
@@ -189,7 +189,9 @@ for (const target of storeTargets()) {
         reserve(newRun(), key, { request: { ...request, fingerprint: 'sha256:another-body' } }),
       );
       expectVerdict(changed, 'allow');
-      expect(changed.supersedesOperationId).toBe(first.operationId);
+      expect(changed).toMatchObject({ attemptNumber: 1, supersedesOperationId: first.operationId });
+      expect(changed.operationId).not.toBe(first.operationId);
+      expect(await keyRow(key.hash)).toMatchObject({ state: 'pending', input_rounds: 0 });
       expect(await opState(first.operationId)).toBe('cancelled');
       const [event] = await store.query<{ payload: string }>(
         `select payload from events where type = 'decision.allow' and operation_id = '${changed.operationId}'`,

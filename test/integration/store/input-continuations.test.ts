@@ -5,13 +5,13 @@
  * id, so the same Idempotency-Key; parent, reason input_required, decision input_continuation),
  * never a duplicate, never a free key, and without spending the retry budget. Everything that
  * could make the continuation a second effect is checked too: a continuation in flight holds the
- * key, a retry over an unknown attempt that is asked for input stays unknown, and a changed
- * request forks instead of continuing.
+ * key, and a retry over an unknown attempt that is asked for input stays unknown. Forks, windows
+ * and faults around a waiting key are in input-continuation-faults.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyStoreChain } from '../../../src/store/store-events.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { type Allow, expectVerdict, newKey, newRun, outcome, request, reserve, sleep } from './inputs.js';
+import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
 
 for (const target of storeTargets()) {
   describe(`MCP input_required continuations on ${target.name}`, () => {
@@ -119,32 +119,6 @@ for (const target of storeTargets()) {
       ]);
       expect(both.map((r) => r.verdict).sort()).toEqual(['allow', 'pending']);
       expect(await keyRow(key.hash)).toMatchObject({ state: 'pending', attempt_number: 2, input_rounds: 1 });
-    });
-
-    it('forks a changed request into a new operation instead of continuing the one that asked', async () => {
-      const key = newKey();
-      const first = await store.decide(reserve(newRun(), key));
-      expectVerdict(first, 'allow');
-      await store.recordOutcome(askedForInput(first, key));
-      const changed = await store.decide(
-        reserve(newRun(), key, { request: { ...request, fingerprint: 'sha256:another-body' } }),
-      );
-      expectVerdict(changed, 'allow');
-      expect(changed).toMatchObject({ attemptNumber: 1, supersedesOperationId: first.operationId });
-      expect(changed.operationId).not.toBe(first.operationId);
-      expect(await keyRow(key.hash)).toMatchObject({ state: 'pending', input_rounds: 0 });
-    });
-
-    it('starts a new operation once the window is over', async () => {
-      const key = newKey({ windowMs: 40 });
-      const first = await store.decide(reserve(newRun(), key));
-      expectVerdict(first, 'allow');
-      await store.recordOutcome(askedForInput(first, key));
-      await sleep(80);
-      const later = await store.decide(reserve(newRun(), key));
-      expectVerdict(later, 'allow');
-      expect(later.attemptNumber).toBe(1);
-      expect(later.operationId).not.toBe(first.operationId);
     });
 
     it('keeps an unknown operation unknown when a retry made over its lost attempt is asked for input', async () => {
