@@ -138,8 +138,10 @@ begin
       and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
     v_change := json_build_object('from', v_op_state, 'to', v_state);
-    -- open: a late answer showed the tool did not run; nothing is left to approve either.
-    if v_state in ('succeeded', 'failed', 'open', 'cancelled') then
+    -- open: a late answer showed the tool did not run; nothing is left to approve either. Only an
+    -- operation that was ever unknown can have approvals (eg_unknown asks for them): the first
+    -- attempt of one still open never was, so the hot path makes no approvals statement.
+    if v_state in ('succeeded', 'failed', 'open', 'cancelled') and not (v_op_state = 'open' and v_number = 1) then
       perform eg_withdraw_approvals(v_op_id,
         case when v_state = 'open' then 'open, the tool asked for input' else v_state end);
     end if;
