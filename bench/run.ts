@@ -11,6 +11,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Pool } from 'undici';
+import { openStore } from '../src/store/index.js';
 import {
   killAllChildrenNow,
   type ListeningChild,
@@ -55,6 +56,7 @@ import {
 } from './scenarios.js';
 import { type BenchSettings, readSettings } from './settings.js';
 import { measureStoreCalls } from './store-calls.js';
+import { bulkLoad } from './store-growth.js';
 import {
   type BenchDatabase,
   createBenchDatabase,
@@ -337,6 +339,26 @@ async function main(): Promise<void> {
       await client.connect();
       walClient = client;
       cleanups.push(() => client.end());
+      if (cfg.preloadAllows > 0) {
+        // A store in use, not a fresh one (bench/README.md "Cost as the store grows").
+        await (await openStore({ url: db.url, migrate: true })).close();
+        const t0 = performance.now();
+        await bulkLoad(client, cfg.preloadAllows);
+        // The floor's one table gets as many rows, so both meet a store in use.
+        await client.query(
+          `create table if not exists floor_keys (key_hash text primary key, state text not null,
+             created_at timestamptz not null default now())`,
+        );
+        await client.query(
+          `insert into floor_keys (key_hash, state) select 'sha256:past-' || g, 'confirmed'
+           from generate_series(1, $1::int) g`,
+          [cfg.preloadAllows],
+        );
+        await client.query('vacuum analyze floor_keys');
+        console.log(
+          `PostgreSQL store preloaded with ${cfg.preloadAllows} past allows in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+        );
+      }
     }
   }
   const roundTrips: RoundTrips = {

@@ -13,6 +13,8 @@
  * - BENCH_STORE_CALLS=0: skip the bare-client store call reference.
  * - BENCH_NOISY_RETRIES (2): repeat a scenario during which other processes used > 0.25 cores.
  * - BENCH_CPU_PROF=<dir>: write a .cpuprofile of each proxy child (see bench/profile-summary.ts).
+ * - BENCH_PRELOAD_ALLOWS=<n>: bulk-load n past allows (2n events) into the PostgreSQL store first,
+ *   so the scenarios meet a store in use rather than a fresh one (bench/store-growth.ts).
  * - BENCH_SKIP_BUILD=1: do not run `tsc -p tsconfig.build.json` first.
  */
 import { resolve } from 'node:path';
@@ -33,6 +35,8 @@ export interface BenchSettings {
   readonly profileDir: string | null;
   readonly build: boolean;
   readonly json: boolean;
+  /** Past allows bulk-loaded into the PostgreSQL store before the proxy starts (0: a fresh store). */
+  readonly preloadAllows: number;
 }
 
 function positive(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
@@ -67,6 +71,7 @@ export function readSettings(env: NodeJS.ProcessEnv, argv: readonly string[]): B
     storeCalls: env['BENCH_STORE_CALLS'] !== '0',
     noisyRetries: Math.max(0, Math.floor(Number(env['BENCH_NOISY_RETRIES'] ?? 2)) || 0),
     profileDir: env['BENCH_CPU_PROF'] ? resolve(env['BENCH_CPU_PROF']) : null,
+    preloadAllows: Math.max(0, Math.floor(Number(env['BENCH_PRELOAD_ALLOWS'] ?? 0)) || 0),
     build: env['BENCH_SKIP_BUILD'] !== '1',
     json: argv.includes('--json'),
   };
