@@ -3,7 +3,16 @@
 -- and records the decision with exactly one decision.<verdict> event (see README.md). The key
 -- reservation is one atomic INSERT ... ON CONFLICT DO UPDATE ... WHERE <takeover allowed>, so two
 -- gate processes sharing a database can never both own a key. Steps (a) to (f) below.
-create or replace function eg_decide(p_input text) returns json language plpgsql as $$
+--
+-- `set enable_seqscan = off` (applies to every statement this call runs, nested functions too):
+-- every lookup of the protocol is a probe by key, and a session keeps the plan it made the first
+-- time. On a store whose small tables autovacuum analysed (`runs` with no rows, a young
+-- `dedupe_keys`), those plans are sequential scans that the table then outgrows before the next
+-- analyse: on a store preloaded with 200k allows, duplicates fell from 3,766 to 1,255 req/s, with
+-- PostgreSQL CPU per duplicate 244 -> 1,078 µs (bench/README.md). With seq scans priced out the
+-- plan is the index probe whatever the statistics say; the cost of the setting is within noise.
+create or replace function eg_decide(p_input text) returns json language plpgsql
+set enable_seqscan = off as $$
 declare
   p jsonb := p_input::jsonb;
   v_scope jsonb := p -> 'scope';

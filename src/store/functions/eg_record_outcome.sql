@@ -16,7 +16,11 @@
 -- status) answers its operation's state again, with no second event; another outcome is refused. An abandoned decide (operationId null: the gate never heard the
 -- decide's answer and sent nothing) is found by its attempt id, or is a no-op when that decide
 -- never committed.
-create or replace function eg_record_outcome(p_input text) returns json language plpgsql as $$
+--
+-- `set enable_seqscan = off`: see eg_decide.sql (every lookup here is a key probe; a plan cached
+-- from an analyse of a small table must not scan the table as it grows).
+create or replace function eg_record_outcome(p_input text) returns json language plpgsql
+set enable_seqscan = off as $$
 declare
   p jsonb := p_input::jsonb;
   v_op_id text := p ->> 'operationId';
