@@ -9,7 +9,12 @@
 -- a restarted gate recovers at once, not after the stale window); any attempt when the caller is
 -- exclusive (embedded store: the directory lock proves no other gate runs); and any attempt long
 -- past its dispatch deadline. Never one of the calling gate's current life.
-create or replace function eg_recover(p_input text) returns json language plpgsql stable as $$
+--
+-- `set enable_seqscan = off`, as eg_decide: the candidates are read through attempts_open_idx (only
+-- attempts without an outcome), never by scanning every attempt because statistics of a young
+-- table said it was small.
+create or replace function eg_recover(p_input text) returns json language plpgsql stable
+set enable_seqscan = off as $$
 declare
   p jsonb := p_input::jsonb;
   v_me text := p ->> 'instanceId';

@@ -58,18 +58,19 @@ for (const target of storeTargets()) {
       }
     });
 
-    it('prices sequential scans out of the hot entry points, whatever the statistics say', async () => {
+    it('prices sequential scans out of the hot entry points and recovery, whatever the statistics say', async () => {
       // A plan cached from an analyse of a small table would scan it as it grows (bench/README.md).
       const store = await openTestStore(target);
       try {
         // As text: drivers differ on text[] (pg parses it, PGlite may not).
         const rows = await store.query<{ proname: string; proconfig: string | null }>(
           `select proname, array_to_string(proconfig, ',') as proconfig from pg_proc
-           where proname in ('eg_decide', 'eg_record_outcome') order by proname`,
+           where proname in ('eg_decide', 'eg_record_outcome', 'eg_recover') order by proname`,
         );
         expect(rows).toEqual([
           { proname: 'eg_decide', proconfig: 'enable_seqscan=off' },
           { proname: 'eg_record_outcome', proconfig: 'enable_seqscan=off' },
+          { proname: 'eg_recover', proconfig: 'enable_seqscan=off' },
         ]);
       } finally {
         await store.close();
