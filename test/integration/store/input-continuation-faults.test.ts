@@ -6,7 +6,7 @@
  * Written by a hostile review of the change; the first five cases failed before their fixes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DedupeKeyInput, OutcomeInput, RecoverInput } from '../../../src/store/index.js';
+import type { DedupeKeyInput, OutcomeInput } from '../../../src/store/index.js';
 import { uuidv7 } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/store-events.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
@@ -17,14 +17,11 @@ import {
   newRun,
   outcome,
   reconciliation,
+  recoverInput,
   request,
   reserve,
   sleep,
 } from './inputs.js';
-
-function recoverInput(overrides: Partial<RecoverInput> = {}): RecoverInput {
-  return { instanceId: 'gate-recovering', exclusive: false, staleAfterMs: 60_000, rules: {}, ...overrides };
-}
 
 for (const target of storeTargets()) {
   describe(`input_required continuations under attack on ${target.name}`, () => {

@@ -6,6 +6,7 @@ import type {
   OutcomeInput,
   ReconciliationInput,
   ReconciliationResult,
+  RecoverInput,
   RequestFacts,
   ReserveInput,
   Scope,
@@ -148,6 +149,11 @@ export function reconciliation(
     startedAt: new Date().toISOString(),
     ...overrides,
   };
+}
+
+/** A recovery sweep by another gate (`gate-recovering`), not exclusive, with a one-minute stale window. */
+export function recoverInput(overrides: Partial<RecoverInput> = {}): RecoverInput {
+  return { instanceId: 'gate-recovering', exclusive: false, staleAfterMs: 60_000, rules: {}, ...overrides };
 }
 
 export function expectVerdict<V extends DecideResult['verdict']>(

@@ -1,8 +1,17 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { DedupeKeyInput, RecoverInput, ReserveInput } from '../../../src/store/index.js';
+import type { DedupeKeyInput, ReserveInput } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+import {
+  type Allow,
+  expectVerdict,
+  newKey,
+  newRun,
+  outcome,
+  recoverInput,
+  reserve,
+  sleep,
+} from './inputs.js';
 
 /**
  * Crash recovery (DESIGN.md §3 "a restart never forgets uncertainty"): which attempts without an
@@ -12,10 +21,6 @@ import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } fr
  */
 
 type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
-
-function recoverInput(overrides: Partial<RecoverInput> = {}): RecoverInput {
-  return { instanceId: 'gate-recovering', exclusive: false, staleAfterMs: 60_000, rules: {}, ...overrides };
-}
 
 for (const target of storeTargets()) {
   describe(`crash recovery on ${target.name}`, () => {
