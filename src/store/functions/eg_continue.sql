@@ -27,6 +27,7 @@ begin
     input_rounds = v_key.input_rounds + 1, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId',
     step = p ->> 'step', expires_at = p_expires_at
   where key_hash = v_key.key_hash;
-  return eg_retry(p, p_input, v_key.key_hash, v_key.operation_id, v_key.attempt_number + 1, v_prev,
+  return eg_retry(p, p_input, v_key.key_hash, v_key.operation_id, v_key.attempt_number + 1,
+    v_key.attempt_number - v_key.input_rounds, v_prev,
     'input_continuation', p_expires_at, jsonb_build_object('observation', v_obs));
 end $$;

@@ -33,6 +33,7 @@ declare
   v_source json;
   v_op text;
   v_number int;
+  v_rounds int;
   v_op_state text;
   v_prev attempts%rowtype;
   v_fork_of text;
@@ -210,7 +211,7 @@ begin
         or v_fork_of is not null
         or (v_window is not null and k.created_at + v_window <= now())
         or k.attempt_number - k.input_rounds < v_budget)
-    returning k.operation_id, k.attempt_number into v_op, v_number;
+    returning k.operation_id, k.attempt_number, k.input_rounds into v_op, v_number, v_rounds;
 
     if found and v_op = v_new_op then
       -- A lookup made for this proposal (the key was released while the gate looked) is evidence too.
@@ -230,7 +231,7 @@ begin
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
       end if;
       select * into v_prev from attempts where operation_id = v_op and number = v_number - 1;
-      return eg_retry(p, p_input, v_hash, v_op, v_number, v_prev,
+      return eg_retry(p, p_input, v_hash, v_op, v_number, v_number - v_rounds, v_prev,
         case when v_lost is not null then 'curator_accepted_risk'
           when v_prev.id is not null and v_prev.dispatch_state is null then 'reservation_expired'
           else 'previous_attempt_failed' end, v_expires, jsonb_build_object('outcomeLost', v_lost, 'observation', v_obs));

@@ -1,27 +1,26 @@
 -- Attempt p_number of operation p_op, whose key row the caller already moved to this attempt.
--- p_extra: { observation, approval, outcomeLost } facts for the allow event. The budget it leaves
--- counts only attempts that spend it: continuations of an input_required answer do not
--- (dedupe_keys.input_rounds).
-create or replace function eg_retry(p jsonb, p_input text, p_key_hash text, p_op text, p_number int, p_prev attempts,
-    p_retry_decision text, p_expires_at timestamptz, p_extra jsonb) returns json language plpgsql as $$
+-- p_spent: the operation's attempts that spend the retry budget, this one included (p_number minus
+-- the key's input_rounds: continuations of an input_required answer spend none). p_extra:
+-- { observation, approval, outcomeLost } facts for the allow event.
+create or replace function eg_retry(p jsonb, p_input text, p_key_hash text, p_op text, p_number int, p_spent int,
+    p_prev attempts, p_retry_decision text, p_expires_at timestamptz, p_extra jsonb) returns json
+    language plpgsql as $$
   declare
     v_op_state text;
     v_reason text := case when p_retry_decision = 'input_continuation' then 'input_required'
       else eg_retry_reason(p, p_prev) end;
-    v_spent int;
   begin
-    select p_number - input_rounds into v_spent from dedupe_keys where key_hash = p_key_hash;
     select state into v_op_state from operations where id = p_op for update;
     if v_op_state is distinct from 'open' then
       update operations set state = 'open', updated_at = now() where id = p_op;
     end if;
-    perform eg_insert_attempt(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, coalesce(v_spent, p_number));
+    perform eg_insert_attempt(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, p_spent);
     perform eg_decided(p, p_input, 'allow', p ->> 'keyError', p_op, p ->> 'newAttemptId', p_key_hash, p_op,
       json_build_object(
         'operation', json_build_object('opened', false, 'stateChange',
           case when v_op_state is distinct from 'open' then json_build_object('from', v_op_state, 'to', 'open') end),
         'attempt', eg_attempt_facts(p, p_number, p_prev.id, v_reason, p_retry_decision,
-          p_prev.request ->> 'fingerprint', coalesce(v_spent, p_number)),
+          p_prev.request ->> 'fingerprint', p_spent),
         'key', json_build_object('expiresAt', eg_iso(p_expires_at)),
         'observation', p_extra -> 'observation', 'approval', p_extra -> 'approval',
         'outcomeLost', p_extra -> 'outcomeLost'));

@@ -119,7 +119,8 @@ begin
     update dedupe_keys set state = 'pending', attempt_number = v_key.attempt_number + 1,
       attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', expires_at = p_expires_at
     where key_hash = v_key.key_hash;
-    return eg_retry(p, p_input, v_key.key_hash, v_op, v_key.attempt_number + 1, v_prev, v_decision, p_expires_at,
+    return eg_retry(p, p_input, v_key.key_hash, v_op, v_key.attempt_number + 1,
+      v_key.attempt_number + 1 - v_key.input_rounds, v_prev, v_decision, p_expires_at,
       jsonb_build_object('observation', v_obs, 'approval', v_used, 'outcomeLost', p_lost));
   end if;
 
