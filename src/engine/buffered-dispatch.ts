@@ -10,10 +10,12 @@
  * received the request and answered, so the effect may have happened.
  */
 import type { Dispatcher } from 'undici';
+import { contentTypeOf } from './argument-document.js';
 import { BodyStream } from './body-stream.js';
 import { classifyFailure } from './classify-failure.js';
 import { stripHopByHop } from './hop-by-hop.js';
 import { formatAuthority } from './normalize-head.js';
+import { isEventStream } from './sse-reader.js';
 import type { UpstreamRequest, UpstreamResult } from './types.js';
 
 const RESPONSE_TOO_LARGE = 'response_too_large';
@@ -30,11 +32,6 @@ class DeadlineExceededError extends Error {
 /** The agent stopped reading a streamed answer: the upstream request is aborted with it. */
 class ClientClosedError extends Error {
   readonly code = 'client_closed';
-}
-
-function isEventStream(headers: Record<string, string | string[]>): boolean {
-  const ct = headers['content-type'];
-  return (Array.isArray(ct) ? ct[0] : ct)?.toLowerCase().startsWith('text/event-stream') === true;
 }
 
 export interface BufferedDispatchOptions {
@@ -115,7 +112,7 @@ export function dispatchBuffered(
         if (statusCode < 200) return;
         status = statusCode;
         headers = stripHopByHop(responseHeaders);
-        if (request.streamEvents === true && statusCode < 300 && isEventStream(headers)) {
+        if (request.streamEvents === true && statusCode < 300 && isEventStream(contentTypeOf({ headers }))) {
           const flowing = new BodyStream({
             pause: () => c.pause(),
             resume: () => c.resume(),

@@ -1,5 +1,6 @@
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
+import { contentTypeOf } from './argument-document.js';
 import { sha256Ref } from './canonical-json.js';
 import type { StreamSettlement } from './event-stream-watch.js';
 import { jsonRpcOutcome, jsonRpcResponseOutcome } from './jsonrpc-outcome.js';
@@ -94,14 +95,7 @@ export function outcomeOf(
   };
   if (tool.verdict.protocol === 'jsonrpc') {
     // The JSON-RPC response says what happened, inside whatever HTTP status (jsonrpc-outcome.ts).
-    const contentType = sent.headers['content-type'];
-    const rpc = jsonRpcOutcome(
-      tool,
-      rpcId,
-      sent.status,
-      Array.isArray(contentType) ? contentType[0] : contentType,
-      sent.body,
-    );
+    const rpc = jsonRpcOutcome(tool, rpcId, sent.status, contentTypeOf(sent), sent.body);
     return {
       ...received,
       operationState: rpc.operationState,

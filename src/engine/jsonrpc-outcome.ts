@@ -1,6 +1,6 @@
 import type { OutcomeClass, Tool } from '../policy/index.js';
 import { destinationRefOf } from './response-facts.js';
-import { SseReader } from './sse-reader.js';
+import { isEventStream, SseReader } from './sse-reader.js';
 
 const decoder = new TextDecoder();
 
@@ -87,7 +87,7 @@ function findResponse(
 ): JsonRpcResponse | null {
   const text = decoder.decode(body);
   const candidates: unknown[] = [];
-  if (contentType?.toLowerCase().startsWith('text/event-stream') === true) {
+  if (isEventStream(contentType)) {
     for (const data of new SseReader(body.byteLength).feed(text)) candidates.push(parseJson(data));
   } else {
     candidates.push(parseJson(text));

@@ -14,7 +14,7 @@ import { RouteClassifier } from './route-classifier.js';
 
 // On Linux the nice value is per thread: this lowers the priority of this worker alone, so that
 // when the cores are busy the event loop (every other client) runs first and large-body analysis
-// waits (`man 2 setpriority`, BUGS). Elsewhere it may lower the whole process, which is still safe.
+// waits (`man 2 setpriority`, BUGS). Elsewhere it would lower the whole process: not done there.
 try {
   if (process.platform === 'linux') setPriority(0, ANALYSIS_NICE);
 } catch {

@@ -6,6 +6,11 @@
  * grows past `maxEventBytes` is dropped whole (`oversized` counts them), and so is a line that
  * long, so a stream without line breaks cannot grow the buffer without end.
  */
+/** Whether a Content-Type (its first value) says `text/event-stream`. */
+export function isEventStream(contentType: string | undefined): boolean {
+  return contentType?.toLowerCase().startsWith('text/event-stream') === true;
+}
+
 export class SseReader {
   readonly #maxEventBytes: number;
   #line = '';
