@@ -1,4 +1,4 @@
-import type { ColumnType } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /*
  * Kysely table types. Rows are written only by the store's SQL functions (src/store/functions/,
@@ -123,6 +123,10 @@ export interface ChainHeadTable {
   id: number;
   last_seq: BigIntColumn;
   last_hash: string;
+  /** The hash before last_hash: an output of eg_append_event's UPDATE only (migration 0005). */
+  prev_hash: string | null;
+  /** The last event's recorded_at_us, so time never goes backwards along a chain (0005). */
+  last_us: Generated<BigIntColumn>;
 }
 
 export interface ObservationsTable {

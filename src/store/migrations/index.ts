@@ -3,6 +3,7 @@ import { migration0001 } from './0001-initial/index.js';
 import { migration0002 } from './0002-unknown-outcomes/index.js';
 import { migration0003 } from './0003-lost-outcomes/index.js';
 import { migration0004 } from './0004-input-continuations/index.js';
+import { migration0005 } from './0005-chain-append/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -18,6 +19,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0002-unknown-outcomes': migration0002,
   '0003-lost-outcomes': migration0003,
   '0004-input-continuations': migration0004,
+  '0005-chain-append': migration0005,
 };
 
 export const migrationProvider: MigrationProvider = {
