@@ -1,30 +1,34 @@
 import type pg from 'pg';
-import type { RoundTripCounter } from './counting-dialect.js';
 import type { PGliteLink } from './pglite-dialect.js';
 
-/** How long one hot-path call may wait for the server's answer. */
+/** How long one hot-path call (or one batch of them) may wait for the server's answer. */
 export const HOT_CALL_TIMEOUT_MS = 10_000;
 
 /** The two PL/pgSQL functions of the hot path (src/store/functions/eg_decide.sql, eg_record_outcome.sql). */
 export type StoreFunction = 'eg_decide' | 'eg_record_outcome';
 
 /**
- * Runs `select <fn>(<input as JSON text>)` in ONE round trip and returns the function's result,
- * the cheapest way the driver offers. Every other query goes through kysely as usual.
+ * Calls a hot-path function with its input, the cheapest way the driver offers: `one` sends
+ * `select <fn>(<input as JSON text>)`, `many` sends `select eg_batch(<fn>, <inputs>)` (several
+ * calls, one round trip, one transaction, results in input order; eg_batch.sql). Both are one
+ * round trip. group-commit.ts decides which one a call goes in.
  */
-export type HotCall = (fn: StoreFunction, input: unknown) => Promise<unknown>;
+export interface HotSender {
+  one(fn: StoreFunction, input: string): Promise<unknown>;
+  many(fn: StoreFunction, inputs: readonly string[]): Promise<readonly unknown[]>;
+}
 
 /**
- * PostgreSQL: a named prepared statement per function, so each pooled connection parses and plans
- * `select eg_…($1)` once instead of on every call (kysely can only send unnamed ones).
+ * PostgreSQL: named prepared statements, so each pooled connection parses and plans
+ * `select eg_…($1)` and `select eg_batch($1, $2)` once instead of on every call (kysely can only
+ * send unnamed ones).
  */
-export function preparedHotCall(pool: pg.Pool, counter: RoundTripCounter): HotCall {
-  return async (fn, input) => {
-    counter.add();
+export function preparedSender(pool: pg.Pool): HotSender {
+  const run = async (name: string, text: string, values: unknown[]): Promise<unknown> => {
     const { rows } = await pool.query<{ result: unknown }>({
-      name: fn,
-      text: `select ${fn}($1) as result`,
-      values: [JSON.stringify(input)],
+      name,
+      text,
+      values,
       // A call the server does not answer fails instead of holding its agent forever; the pool
       // drops the connection it errored on. Whether it committed is unknown to the gate, which is
       // why both functions are safe to call again (idempotent outcome, abandoned decide).
@@ -32,30 +36,42 @@ export function preparedHotCall(pool: pg.Pool, counter: RoundTripCounter): HotCa
     } as pg.QueryConfig);
     return rows[0]!.result;
   };
-}
-
-/**
- * PGlite: the JSON inlined as an escaped literal, no parameters, so PGlite uses the simple query
- * protocol: two calls into WASM (query, sync) instead of six (parse, describe, bind, describe,
- * execute, sync). Sent pipelined (PGliteLink.pipelined): ordered with every other statement on
- * the single connection, without holding it while it runs.
- */
-export function inlineHotCall(link: PGliteLink, counter: RoundTripCounter): HotCall {
-  return async (fn, input) => {
-    counter.add();
-    const { rows } = await link.pipelined<{ result: unknown }>(
-      `select ${fn}(${jsonLiteral(input)}) as result`,
-    );
-    return rows[0]!.result;
+  return {
+    one: (fn, input) => run(fn, `select ${fn}($1) as result`, [input]),
+    // Named per function, so a relay in a fault test can tell a batch of decides from one of outcomes.
+    many: async (fn, inputs) =>
+      (await run(`batch:${fn}`, 'select eg_batch($1, $2) as result', [fn, inputs])) as unknown[],
   };
 }
 
 /**
- * `input` as a PostgreSQL escape-string literal. E'' reads backslash escapes whatever
+ * PGlite: the JSON inlined as escaped literals, no parameters, so PGlite uses the simple query
+ * protocol: two calls into WASM (query, sync) instead of six (parse, describe, bind, describe,
+ * execute, sync). Sent pipelined (PGliteLink.pipelined): ordered with every other statement on
+ * the single connection, without holding it while it runs.
+ */
+export function inlineSender(link: PGliteLink): HotSender {
+  const run = async (text: string): Promise<unknown> =>
+    (await link.pipelined<{ result: unknown }>(text)).rows[0]!.result;
+  return {
+    one: (fn, input) => run(`select ${fn}(${textLiteral(input)}) as result`),
+    many: async (fn, inputs) =>
+      (await run(
+        `select eg_batch('${fn}', array[${inputs.map(textLiteral).join(',')}]::text[]) as result`,
+      )) as unknown[],
+  };
+}
+
+/** `input` as JSON in a PostgreSQL escape-string literal (textLiteral). */
+export function jsonLiteral(input: unknown): string {
+  return textLiteral(JSON.stringify(input));
+}
+
+/**
+ * `text` as a PostgreSQL escape-string literal. E'' reads backslash escapes whatever
  * standard_conforming_strings says, so doubling every backslash and quote keeps any text inside
  * the literal; JSON.stringify never emits a raw NUL or control character.
  */
-export function jsonLiteral(input: unknown): string {
-  const json = JSON.stringify(input);
-  return `E'${json.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+export function textLiteral(text: string): string {
+  return `E'${text.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
 }

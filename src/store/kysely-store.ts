@@ -2,7 +2,7 @@ import { type Kysely, Migrator, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import { applyFunctions } from './functions/index.js';
-import type { HotCall } from './hot-call.js';
+import type { HotCall } from './group-commit.js';
 import { migrationProvider } from './migrations/index.js';
 import { toApproval, toAttempt, toDecision, toEvent, toObservation, toOperation } from './records.js';
 import type { Database } from './schema.js';
@@ -17,6 +17,7 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
+  GroupCommitStats,
   ObservationRecord,
   OperationFilter,
   OperationRecord,
@@ -32,8 +33,10 @@ export interface KyselyStoreOptions {
   readonly kind: 'postgres' | 'pglite';
   readonly db: Kysely<Database>;
   readonly counter: RoundTripCounter;
-  /** How the hot path calls its two functions on this driver (one round trip each). */
+  /** How the hot path calls its two functions on this driver (one round trip each, group-commit.ts). */
   readonly call: HotCall;
+  /** What group commit has done so far. */
+  readonly groupCommitStats: () => GroupCommitStats;
   /** Runs after the database is closed (e.g. releases the PGlite directory lock). */
   readonly onClose?: () => void;
 }
@@ -49,6 +52,7 @@ export class KyselyStore implements Store {
   readonly #db: Kysely<Database>;
   readonly #counter: RoundTripCounter;
   readonly #call: HotCall;
+  readonly #groupCommitStats: () => GroupCommitStats;
   readonly #onClose: (() => void) | undefined;
   #closed = false;
 
@@ -57,11 +61,12 @@ export class KyselyStore implements Store {
     this.#db = options.db;
     this.#counter = options.counter;
     this.#call = options.call;
+    this.#groupCommitStats = options.groupCommitStats;
     this.#onClose = options.onClose;
   }
 
   get stats(): StoreStats {
-    return { roundTrips: this.#counter.count };
+    return { roundTrips: this.#counter.count, groupCommit: this.#groupCommitStats() };
   }
 
   /** The underlying kysely instance, for maintenance commands and tests; not part of `Store`. */

@@ -4,7 +4,8 @@ import { type Dialect, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { EffectgateError, StoreError } from '../errors.js';
 import { CountingDialect, RoundTripCounter } from './counting-dialect.js';
-import { inlineHotCall, preparedHotCall } from './hot-call.js';
+import { groupCommit, PGLITE_GROUP_COMMIT, POSTGRES_GROUP_COMMIT } from './group-commit.js';
+import { inlineSender, preparedSender } from './hot-call.js';
 import { KyselyStore } from './kysely-store.js';
 import { PGliteDialect, PGliteLink } from './pglite-dialect.js';
 import { type DirLock, lockStoreDir } from './pglite-lock.js';
@@ -88,7 +89,8 @@ export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<K
   if (/^postgres(ql)?:\/\//i.test(url)) {
     const pool = postgresPool(url);
     const db = kysely(new PostgresDialect({ pool }), counter);
-    store = new KyselyStore({ kind: 'postgres', db, counter, call: preparedHotCall(pool, counter) });
+    const hot = groupCommit(preparedSender(pool), counter, POSTGRES_GROUP_COMMIT);
+    store = new KyselyStore({ kind: 'postgres', db, counter, call: hot.call, groupCommitStats: hot.stats });
   } else if (url.startsWith('pglite:')) {
     store = await openPGlite(url.slice('pglite:'.length), counter);
   } else {
@@ -140,7 +142,8 @@ async function openPGlite(location: string, counter: RoundTripCounter): Promise<
   if (location === 'memory') {
     const link = new PGliteLink(await startPGliteWorker(undefined));
     const db = kysely(new PGliteDialect(link), counter);
-    return new KyselyStore({ kind: 'pglite', db, counter, call: inlineHotCall(link, counter) });
+    const hot = groupCommit(inlineSender(link), counter, PGLITE_GROUP_COMMIT);
+    return new KyselyStore({ kind: 'pglite', db, counter, call: hot.call, groupCommitStats: hot.stats });
   }
   if (location === '') {
     throw new EffectgateError(
@@ -154,11 +157,13 @@ async function openPGlite(location: string, counter: RoundTripCounter): Promise<
     // file (and whatever else the gate keeps beside its store) without confusing PostgreSQL.
     const link = new PGliteLink(await startPGliteWorker(resolve(lock.dir, 'pgdata')));
     const db = kysely(new PGliteDialect(link), counter);
+    const hot = groupCommit(inlineSender(link), counter, PGLITE_GROUP_COMMIT);
     return new KyselyStore({
       kind: 'pglite',
       db,
       counter,
-      call: inlineHotCall(link, counter),
+      call: hot.call,
+      groupCommitStats: hot.stats,
       onClose: () => lock.release(),
     });
   } catch (err) {

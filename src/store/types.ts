@@ -484,8 +484,23 @@ export interface ChainHead {
 }
 
 export interface StoreStats {
-  /** Database round trips made since the store was opened (each statement sent counts one). */
+  /**
+   * Database round trips made since the store was opened (each statement sent counts one; a call
+   * that went in a group-commit batch counts the one round trip it took part in).
+   */
   readonly roundTrips: number;
+  /** What group commit did with the hot path's calls (group-commit.ts). */
+  readonly groupCommit: GroupCommitStats;
+}
+
+/** See group-commit.ts. */
+export interface GroupCommitStats {
+  /** Round trips that carried more than one hot-path call (eg_batch). */
+  readonly batches: number;
+  /** Calls that went in those batches. */
+  readonly batchedCalls: number;
+  /** Batches the server refused and rolled back whole, whose calls then went one by one. */
+  readonly fallbacks: number;
 }
 
 export interface Store {

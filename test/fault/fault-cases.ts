@@ -73,6 +73,21 @@ export const FAULT_CASES: readonly FaultCase[] = [
     stores: ['postgres'],
     notOn: RELAY_ONLY,
   },
+  {
+    id: 'batch-decide-reply-lost',
+    fault: 'a group-commit batch of decides commits, its reply is cut (store down 500 ms), 6 agents at once',
+    promise:
+      'every call of the batch 503, none sent; the others performed once; no attempt left without an outcome after a graceful stop',
+    stores: ['postgres'],
+    notOn: RELAY_ONLY,
+  },
+  {
+    id: 'batch-outcome-reply-lost',
+    fault: 'a group-commit batch of outcomes commits, its reply is cut (down 1 s), 6 agents at once',
+    promise: 'every agent gets its 201; each outcome is recorded once; every next proposal is 409 duplicate',
+    stores: ['postgres'],
+    notOn: RELAY_ONLY,
+  },
   ...[50, 100, 250].map(
     (ms): FaultCase => ({
       id: `flapping-${ms}ms`,

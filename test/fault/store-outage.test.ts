@@ -1,8 +1,11 @@
 /**
  * The store lost at each moment of one governed call (issue #9 item 7, DESIGN.md §4.1): before
  * decide, while decide's answer is on the wire, while the call is at the destination, and at
- * recordOutcome (never written, or written with the answer lost). The gate reaches PostgreSQL
- * through a TCP relay the test cuts; the checker reads the database directly.
+ * recordOutcome (never written, or written with the answer lost); and as a group-commit batch's
+ * answer is on the wire (issue 12: six agents at once, so their decides, then their outcomes,
+ * share one eg_batch round trip): the batch committed and the gate never learns it, so every
+ * call in it is where a lone call whose answer was lost is. The gate reaches PostgreSQL through a
+ * TCP relay the test cuts; the checker reads the database directly.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, it } from 'vitest';
@@ -10,6 +13,7 @@ import { storeTargets, type TestStore } from '../helpers/store.js';
 import { faultCase } from './fault-cases.js';
 import {
   AgentClient,
+  type Answer,
   CaseRecorder,
   COLLECTIONS,
   honors,
@@ -24,6 +28,9 @@ import { STATEMENT, startTcpRelay, type TcpRelay } from './tcp-relay.js';
 
 /** How long a test waits for the gate to write a held-back outcome once the store is back. */
 const RECORD_WITHIN_MS = 4_000;
+
+/** Six agents at once for the batch cases: two per collection, so each unknown-outcome rule is in a batch. */
+const CALLS = [...COLLECTIONS, ...COLLECTIONS].map((collection, i) => ({ collection, i }));
 
 for (const target of storeTargets()) {
   describe.skipIf(target.kind !== 'postgres')(
@@ -198,6 +205,95 @@ for (const target of storeTargets()) {
           await rec.finish({ dest, store, proposedKeys: 1, strictUnknown: true });
         });
       }
+
+      it(`${faultCase('batch-decide-reply-lost').fault}: ${faultCase('batch-decide-reply-lost').promise}`, async () => {
+        await setUp('fault-batch-decide-reply-lost');
+        const rec = new CaseRecorder('batch-decide-reply-lost', 'postgres');
+        const trapped = relay.trigger({
+          pattern: STATEMENT.decideBatch,
+          when: 'after-reply',
+          action: 'down',
+        });
+        // The first decide finds the store idle and goes alone; the ones that arrive while it is
+        // in flight wait and go together: the batch the trap cuts.
+        const answers = CALLS.map(({ collection, i }) =>
+          agent.propose(dest.url, collection, `bdl-${i}`, 'run-a'),
+        );
+        await trapped;
+        await sleep(500);
+        relay.up();
+        const first: Answer[] = (await Promise.all(answers)).map((a) => rec.answered(a));
+        const refused = first.filter((a) => a.status === 503).length;
+        rec.check(refused >= 2, `only ${refused} call(s) refused: the cut batch had at least two`);
+        for (const [n, a] of first.entries()) {
+          const order = `bdl-${CALLS[n]!.i}`;
+          const arrived = dest.arrivals().filter((x) => x.order === order).length;
+          rec.check(a.status === 201 || a.status === 503, `${order}: answered ${a.status}, not 201 or 503`);
+          rec.check(
+            a.status === 201 ? arrived === 1 : arrived === 0,
+            `${order}: answered ${a.status} and reached the destination ${arrived} time(s)`,
+          );
+        }
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+        await rec.finish({ dest, store, proposedKeys: CALLS.length, strictUnknown: true });
+      });
+
+      it(`${faultCase('batch-outcome-reply-lost').fault}: ${faultCase('batch-outcome-reply-lost').promise}`, async () => {
+        await setUp('fault-batch-outcome-reply-lost');
+        const rec = new CaseRecorder('batch-outcome-reply-lost', 'postgres');
+        for (const { i } of CALLS) dest.plan(`bol-${i}`, { behaviour: 'hold' });
+        const answers = CALLS.map(({ collection, i }) =>
+          agent.propose(dest.url, collection, `bol-${i}`, 'run-a'),
+        );
+        const arrivals = await Promise.all(CALLS.map(({ i }) => dest.arrival(`bol-${i}`)));
+        const trapped = relay.trigger({
+          pattern: STATEMENT.recordOutcomeBatch,
+          when: 'after-reply',
+          action: 'down',
+        });
+        // Every call answers at once, so their outcomes are written together.
+        for (const arrival of arrivals) arrival.release();
+        await trapped;
+        const back = sleep(1_000).then(() => relay.up());
+        const first = await Promise.all(answers);
+        await back;
+        for (const [n, a] of first.entries()) {
+          rec.answered(a);
+          rec.check(
+            a.status === 201,
+            `bol-${CALLS[n]!.i}: the agent got ${a.status}, not the destination's 201`,
+          );
+          const recorded =
+            a.operationId === null
+              ? undefined
+              : await outcomeRecorded(store, a.operationId, RECORD_WITHIN_MS);
+          rec.check(
+            recorded?.length === 1,
+            `bol-${CALLS[n]!.i}: ${recorded?.length ?? 0} attempt(s) with an outcome 4 s after the store came back, not 1`,
+          );
+        }
+        const second = await Promise.all(
+          CALLS.map(({ collection, i }) =>
+            agent.propose(dest.url, collection, `bol-${i}`, 'run-b').then((a) => rec.answered(a)),
+          ),
+        );
+        for (const [n, a] of second.entries()) {
+          rec.check(
+            a.status === 409 && a.verdict === 'duplicate',
+            `bol-${CALLS[n]!.i}: the next proposal got ${a.status} ${a.verdict ?? ''}, not 409 duplicate`,
+          );
+        }
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+        await rec.finish({ dest, store, proposedKeys: CALLS.length, strictUnknown: true });
+      });
     },
   );
 }

@@ -40,10 +40,17 @@ export interface RelayTrigger {
   readonly action: 'cut' | 'down';
 }
 
-/** Trap patterns for the gate's two hot-path statements (src/store/hot-call.ts names them). */
+/**
+ * Trap patterns for the gate's two hot-path statements (src/store/hot-call.ts names them). A
+ * group-commit batch is `batch:eg_decide` or `batch:eg_record_outcome`, so `decide` and
+ * `recordOutcome` find a lone call and a batch alike; `decideBatch` and `recordOutcomeBatch` only
+ * a batch.
+ */
 export const STATEMENT = {
   decide: 'eg_decide\u0000',
   recordOutcome: 'eg_record_outcome\u0000',
+  decideBatch: 'batch:eg_decide\u0000',
+  recordOutcomeBatch: 'batch:eg_record_outcome\u0000',
 } as const;
 
 export interface RelayStats {

@@ -8,6 +8,9 @@
 -- chain's last time) (chain_head.last_us), so time never goes backwards along a chain even when
 -- this call waited for the lock behind a later clock reading. Every expression of the UPDATE is
 -- computed from the locked, current head row (a waiter re-reads it), never from a stale one.
+--
+-- Inside eg_batch (eg.defer_events on) the event is only queued; eg_batch appends its queue
+-- through this function at its end, in chain order (eg_batch.sql says why).
 create or replace function eg_append_event(p_chain_of text, p_type text, p_operation_id text, p_payload text)
     returns void language plpgsql as $$
   declare
@@ -15,6 +18,11 @@ create or replace function eg_append_event(p_chain_of text, p_type text, p_opera
     -- extract(epoch) is numeric (exact) since PostgreSQL 14: no float rounding of microseconds.
     v_us bigint := (extract(epoch from clock_timestamp()) * 1000000)::bigint;
   begin
+    if current_setting('eg.defer_events', true) = 'on' then
+      insert into pg_temp.eg_deferred_events (chain, chain_of, type, operation_id, payload)
+      values (v_chain, p_chain_of, p_type, p_operation_id, p_payload);
+      return;
+    end if;
     with head as (
       update chain_head set
         last_seq = last_seq + 1,

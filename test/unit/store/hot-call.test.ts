@@ -1,6 +1,6 @@
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jsonLiteral } from '../../../src/store/hot-call.js';
+import { jsonLiteral, textLiteral } from '../../../src/store/hot-call.js';
 
 describe('jsonLiteral', () => {
   let db: PGlite;
@@ -37,5 +37,11 @@ describe('jsonLiteral', () => {
     } finally {
       await db.exec('set standard_conforming_strings = on');
     }
+  });
+
+  it('keeps every input of a batch (an array of literals, as eg_batch gets it) apart and byte for byte', async () => {
+    const inputs = hostile.map((text) => JSON.stringify({ text }));
+    const [result] = await db.exec(`select array[${inputs.map(textLiteral).join(',')}]::text[] as v`);
+    expect(result!.rows[0]).toEqual({ v: inputs });
   });
 });

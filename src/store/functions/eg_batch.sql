@@ -1,0 +1,47 @@
+-- Group commit (issue 12): `select eg_batch('eg_decide' | 'eg_record_outcome', <inputs as text[]>)`
+-- runs several hot-path calls of ONE gate process in one statement, one transaction and one round
+-- trip, and answers their results as a JSON array in input order. The store sends one when calls
+-- queue up behind the ones in flight (group-commit.ts); a call that finds the store idle goes
+-- alone, as `select eg_decide($1)`.
+--
+-- Each call runs exactly as it would alone, in input order: a later one sees what an earlier one
+-- wrote (two proposals of one key in one batch: the first reserves it, the second is pending).
+-- Their events are appended at the end, in chain order (eg_append_event defers them while
+-- eg.defer_events is on): a batch holds the row locks of all its calls until its COMMIT, and two
+-- batches that took chain head rows in call order could each wait for the other's; in chain order
+-- they cannot. Every other lock a call takes follows the order of README.md within that call; two
+-- batches that cross on those (the same keys, in opposite orders) are a deadlock PostgreSQL breaks
+-- by failing one of them, which rolls it back whole: the store then sends its calls one by one.
+-- Any error fails the whole batch the same way, so a batch never commits part of its calls.
+create or replace function eg_batch(p_fn text, p_inputs text[]) returns json language plpgsql as $$
+  declare
+    v_results json[] := '{}';
+    v_input text;
+    v_event record;
+  begin
+    if p_fn not in ('eg_decide', 'eg_record_outcome') then
+      raise exception 'effectgate: eg_batch runs eg_decide or eg_record_outcome, not %', p_fn;
+    end if;
+    -- One per session; pg_temp spelled out so no table of another schema can stand in for it.
+    if to_regclass('pg_temp.eg_deferred_events') is null then
+      create temp table eg_deferred_events (
+        n int generated always as identity,
+        chain int not null,
+        chain_of text not null,
+        type text not null,
+        operation_id text,
+        payload text not null
+      ) on commit delete rows;
+    end if;
+    perform set_config('eg.defer_events', 'on', true);
+    foreach v_input in array p_inputs loop
+      v_results := v_results || case p_fn when 'eg_decide' then eg_decide(v_input)
+        else eg_record_outcome(v_input) end;
+    end loop;
+    perform set_config('eg.defer_events', 'off', true);
+    for v_event in select * from pg_temp.eg_deferred_events order by chain, n loop
+      perform eg_append_event(v_event.chain_of, v_event.type, v_event.operation_id, v_event.payload);
+    end loop;
+    delete from pg_temp.eg_deferred_events;
+    return array_to_json(v_results);
+  end $$;
