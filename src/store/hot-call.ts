@@ -9,7 +9,7 @@ export type StoreFunction = 'eg_decide' | 'eg_record_outcome';
 
 /**
  * Calls a hot-path function with its input, the cheapest way the driver offers: `one` sends
- * `select <fn>(<input as JSON text>)`, `many` sends `select eg_batch(<fn>, <inputs>)` (several
+ * `select <fn>(<input as JSON text>)`, `many` sends `select eg_batch(<fn>, <inputs as one JSON array>)` (several
  * calls, one round trip, one transaction, results in input order; eg_batch.sql). Both are one
  * round trip. group-commit.ts decides which one a call goes in.
  */
@@ -40,7 +40,7 @@ export function preparedSender(pool: pg.Pool): HotSender {
     one: (fn, input) => run(fn, `select ${fn}($1) as result`, [input]),
     // Named per function, so a relay in a fault test can tell a batch of decides from one of outcomes.
     many: async (fn, inputs) =>
-      (await run(`batch:${fn}`, 'select eg_batch($1, $2) as result', [fn, inputs])) as unknown[],
+      (await run(`batch:${fn}`, 'select eg_batch($1, $2) as result', [fn, jsonArray(inputs)])) as unknown[],
   };
 }
 
@@ -56,10 +56,13 @@ export function inlineSender(link: PGliteLink): HotSender {
   return {
     one: (fn, input) => run(`select ${fn}(${textLiteral(input)}) as result`),
     many: async (fn, inputs) =>
-      (await run(
-        `select eg_batch('${fn}', array[${inputs.map(textLiteral).join(',')}]::text[]) as result`,
-      )) as unknown[],
+      (await run(`select eg_batch('${fn}', ${textLiteral(jsonArray(inputs))}) as result`)) as unknown[],
   };
+}
+
+/** The inputs (each one JSON text) as one JSON array, for eg_batch: joined, never re-encoded. */
+export function jsonArray(inputs: readonly string[]): string {
+  return `[${inputs.join(',')}]`;
 }
 
 /** `input` as JSON in a PostgreSQL escape-string literal (textLiteral). */

@@ -1,6 +1,9 @@
--- Group commit (issue 12): `select eg_batch('eg_decide' | 'eg_record_outcome', <inputs as text[]>)`
--- runs several hot-path calls of ONE gate process in one statement, one transaction and one round
--- trip, and answers their results as a JSON array in input order. The store sends one when calls
+-- Group commit (issue 12): `select eg_batch('eg_decide' | 'eg_record_outcome', <inputs>)` runs
+-- several hot-path calls of ONE gate process in one statement, one transaction and one round trip,
+-- and answers their results as a JSON array in input order. <inputs> is a JSON array of the calls'
+-- inputs, as text: json (not jsonb) keeps each element's text as sent, so every call gets, and
+-- records in its event, exactly the text it would have had alone; and the client only joins the
+-- texts it has, where a text[] parameter made the driver escape every quote of every input. The store sends one when calls
 -- queue up behind the ones in flight (group-commit.ts); a call that finds the store idle goes
 -- alone, as `select eg_decide($1)`.
 --
@@ -13,7 +16,7 @@
 -- batches that cross on those (the same keys, in opposite orders) are a deadlock PostgreSQL breaks
 -- by failing one of them, which rolls it back whole: the store then sends its calls one by one.
 -- Any error fails the whole batch the same way, so a batch never commits part of its calls.
-create or replace function eg_batch(p_fn text, p_inputs text[]) returns json language plpgsql as $$
+create or replace function eg_batch(p_fn text, p_inputs text) returns json language plpgsql as $$
   declare
     v_results json[] := '{}';
     v_input text;
@@ -34,7 +37,8 @@ create or replace function eg_batch(p_fn text, p_inputs text[]) returns json lan
       ) on commit delete rows;
     end if;
     perform set_config('eg.defer_events', 'on', true);
-    foreach v_input in array p_inputs loop
+    for v_input in select e.value::text from json_array_elements(p_inputs::json) with ordinality as e
+        order by e.ordinality loop
       v_results := v_results || case p_fn when 'eg_decide' then eg_decide(v_input)
         else eg_record_outcome(v_input) end;
     end loop;

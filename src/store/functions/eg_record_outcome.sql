@@ -65,9 +65,9 @@ begin
     -- Every retry decision but previous_attempt_failed and input_continuation retried an attempt
     -- that may have done the effect (honored, approved, curator_accepted_risk, reservation_expired):
     -- its definite failure, or its request for more input, proves nothing about that one.
-    select coalesce(retry_decision, 'previous_attempt_failed') not in ('previous_attempt_failed', 'input_continuation')
-    into v_kept_unknown
-    from attempts where id = v_attempt_id and operation_id = v_op_id;
+    -- From the attempt read above: its retry decision is written with it and never changes.
+    v_kept_unknown := v_att.operation_id = v_op_id
+      and coalesce(v_att.retry_decision, 'previous_attempt_failed') not in ('previous_attempt_failed', 'input_continuation');
     if coalesce(v_kept_unknown, false) then
       v_state := 'unknown';
     end if;

@@ -164,5 +164,21 @@ for (const target of storeTargets()) {
       const heads = await store.chainHeads();
       expect(report.checked).toBe(heads.reduce((n, h) => n + h.lastSeq, 0));
     });
+
+    it('time never goes backwards along a chain, and recorded_at is recorded_at_us exactly', async () => {
+      // eg_append_event reads the clock before it waits for the head row and records
+      // greatest(clock, the chain's last time): a writer that waited behind a later reading
+      // still appends after it in time.
+      const rows = await store.query<{ backwards: number; inexact: number; events: number }>(
+        `select count(*) filter (where recorded_at_us < prev_us)::int as backwards,
+                count(*) filter (where recorded_at <> timestamptz 'epoch' + recorded_at_us * interval '1 microsecond'
+                  or (extract(epoch from recorded_at) * 1000000)::bigint <> recorded_at_us)::int as inexact,
+                count(*)::int as events
+         from (select recorded_at, recorded_at_us,
+                      lag(recorded_at_us) over (partition by chain order by seq) as prev_us from events) e`,
+      );
+      expect(rows[0]!.events).toBeGreaterThan(20);
+      expect(rows[0]).toMatchObject({ backwards: 0, inexact: 0 });
+    });
   });
 }

@@ -37,12 +37,20 @@ for (const target of storeTargets()) {
       const before = store.stats.groupCommit;
       const events0 = await count('select count(*) as n from events');
       const keys = Array.from({ length: 12 }, () => newKey());
-      const decided = await Promise.all(keys.map((k) => store.decide(reserve(newRun(), k))));
+      const proposals = keys.map((k) => reserve(newRun(), k));
+      const decided = await Promise.all(proposals.map((p) => store.decide(p)));
       const allows = decided.map((d) => {
         expectVerdict(d, 'allow');
         return d as Allow;
       });
       expect(new Set(allows.map((a) => a.operationId)).size).toBe(12);
+      // Each call's event holds the very input it sent, as a lone call's does.
+      for (const [i, a] of allows.entries()) {
+        const [event] = await store.query<{ payload: string }>(
+          `select payload from events where operation_id = '${a.operationId}' and type = 'decision.allow'`,
+        );
+        expect(JSON.parse(event!.payload).input).toEqual(proposals[i]);
+      }
       const settled = await Promise.all(
         allows.map((a, i) => store.recordOutcome(outcome(a, keys[i]!, 'succeeded'))),
       );
