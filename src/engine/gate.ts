@@ -332,11 +332,15 @@ export class Gate implements GateHandler {
     const newOperationId = uuidv7();
     const newAttemptId = uuidv7();
     const deadlineMs = dispatchDeadlineMs(tool);
+    // When the last decide was asked: its reservation's lease (pending_ttl) runs from the start of
+    // the store's transaction, which is no earlier than this.
+    let reservedAt = 0;
     const reserve = (
       recordPending: boolean,
       reconciliation: ReconciliationInput | null,
-    ): Promise<DecideResult> =>
-      this.#decideOrAbandon(key?.hash ?? null, newAttemptId, {
+    ): Promise<DecideResult> => {
+      reservedAt = performance.now();
+      return this.#decideOrAbandon(key?.hash ?? null, newAttemptId, {
         ...common,
         kind: 'reserve',
         decisionId: uuidv7(),
@@ -354,6 +358,7 @@ export class Gate implements GateHandler {
         deadlineMs: deadlineMs ?? null,
         recordPending,
       });
+    };
     // Another run holds the key: wait briefly and ask again (seed: "others wait briefly and
     // retry"); only the last answer is recorded.
     const decide = async (reconciliation: ReconciliationInput | null): Promise<DecideResult> => {
@@ -395,10 +400,16 @@ export class Gate implements GateHandler {
     if (result.verdict !== 'allow')
       return this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null);
 
+    // What the decide took (a wait for a row lock, the other calls of a group-commit batch, its
+    // queue) is lease the dispatch no longer has: the deadline counts from when the decide was
+    // asked, so the call still ends a tenth of pending_ttl before the reservation could expire
+    // and be taken over. Spent already: the deadline fires at once (not_sent, or unknown).
+    const leaseLeftMs =
+      deadlineMs === undefined ? undefined : Math.max(0, deadlineMs - (performance.now() - reservedAt));
     const upstream = toUpstream(
       request,
       tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
-      deadlineMs,
+      leaseLeftMs,
       // An MCP server answers a call with an event stream when it has progress to send.
       tool.verdict.protocol === 'jsonrpc',
     );
