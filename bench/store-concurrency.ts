@@ -37,7 +37,10 @@ try {
   );
   const elapsed = (performance.now() - t0) / 1000;
   const use = cpuUse(before, cpuSnapshot());
-  const pg = use === null || store.kind === 'pglite' ? 'n/a (in process)' : `${Math.round((use.postgresCores * use.seconds * 1e6) / allows)} µs`;
+  const pg =
+    use === null || store.kind === 'pglite'
+      ? 'n/a (in process)'
+      : `${Math.round((use.postgresCores * use.seconds * 1e6) / allows)} µs`;
   const gc = store.stats.groupCommit;
   console.log(
     `${store.kind} @${concurrency}: ${Math.round(allows / elapsed)} allows/s over ${elapsed.toFixed(1)} s; ` +

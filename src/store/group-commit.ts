@@ -66,9 +66,18 @@ export function groupCommit(
   let batchedCalls = 0;
   let fallbacks = 0;
 
+  // A lone call takes its locks in the order every call does, but a batch holds the locks of all
+  // its calls at once, so a lone call can lose a deadlock against a batch (or a batch of another
+  // process). PostgreSQL rolled it back: it is sent again, a few times, as the batch's calls are.
   const alone = async (fn: StoreFunction, input: string): Promise<unknown> => {
-    counter.add();
-    return sender.one(fn, input);
+    for (let attempt = 1; ; attempt++) {
+      counter.add();
+      try {
+        return await sender.one(fn, input);
+      } catch (err) {
+        if (attempt >= LONE_RETRIES || !lostToAnother(err)) throw err;
+      }
+    }
   };
 
   const send = async (lane: Lane, calls: readonly Waiting[]): Promise<void> => {
@@ -137,6 +146,15 @@ export function groupCommit(
   return { call, stats: () => ({ batches, batchedCalls, fallbacks }) };
 }
 
+/** Times a lone call is sent when PostgreSQL keeps failing it as a deadlock or serialization victim. */
+const LONE_RETRIES = 3;
+
+/** A deadlock (40P01) or serialization failure (40001): rolled back, and only because of another. */
+function lostToAnother(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
+}
+
 /**
  * SQLSTATE classes of an error the server raised while running the statement or at its COMMIT,
  * each of which rolled the implicit transaction back: data exception (22), integrity (23), invalid
@@ -148,5 +166,8 @@ export function groupCommit(
 function rolledBack(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || code.length !== 5) return false;
+  // 40003 (statement completion unknown) is the one class-40 code that may follow a COMMIT: core
+  // PostgreSQL never raises it, compatible servers do.
+  if (code === '40003') return false;
   return /^(22|23|25|40|42|55|P0|EG)/.test(code) || code === '57014';
 }

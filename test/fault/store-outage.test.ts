@@ -9,6 +9,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, it } from 'vitest';
+import { POSTGRES_GROUP_COMMIT } from '../../src/store/group-commit.js';
 import { storeTargets, type TestStore } from '../helpers/store.js';
 import { faultCase } from './fault-cases.js';
 import {
@@ -16,6 +17,7 @@ import {
   type Answer,
   CaseRecorder,
   COLLECTIONS,
+  holdChainHeads,
   honors,
   type InProcessGate,
   openFaultStore,
@@ -29,8 +31,12 @@ import { STATEMENT, startTcpRelay, type TcpRelay } from './tcp-relay.js';
 /** How long a test waits for the gate to write a held-back outcome once the store is back. */
 const RECORD_WITHIN_MS = 4_000;
 
-/** Six agents at once for the batch cases: two per collection, so each unknown-outcome rule is in a batch. */
-const CALLS = [...COLLECTIONS, ...COLLECTIONS].map((collection, i) => ({ collection, i }));
+/** A group-commit lane's round trips in flight, and the batch cases' agents: that many and two. */
+const LANE = POSTGRES_GROUP_COMMIT.maxInFlight;
+const CALLS = Array.from({ length: LANE + 2 }, (_, i) => ({
+  collection: COLLECTIONS[i % COLLECTIONS.length]!,
+  i,
+}));
 
 for (const target of storeTargets()) {
   describe.skipIf(target.kind !== 'postgres')(
@@ -214,11 +220,15 @@ for (const target of storeTargets()) {
           when: 'after-reply',
           action: 'down',
         });
-        // The first decide finds the store idle and goes alone; the ones that arrive while it is
-        // in flight wait and go together: the batch the trap cuts.
+        // While the chain heads are held no decide returns, so at most LANE round trips are in
+        // flight and the calls behind them queue: a batch forms, whatever order they arrive in.
+        const heads = await holdChainHeads(store.url);
         const answers = CALLS.map(({ collection, i }) =>
           agent.propose(dest.url, collection, `bdl-${i}`, 'run-a'),
         );
+        await heads.waitFor(1, 'eg_');
+        await sleep(300);
+        await heads.release();
         await trapped;
         await sleep(500);
         relay.up();
@@ -255,8 +265,13 @@ for (const target of storeTargets()) {
           when: 'after-reply',
           action: 'down',
         });
-        // Every call answers at once, so their outcomes are written together.
+        // Every call answers at once; while the chain heads are held no outcome write returns,
+        // so the ones behind the LANE in flight queue: a batch forms.
+        const heads = await holdChainHeads(store.url);
         for (const arrival of arrivals) arrival.release();
+        await heads.waitFor(1, 'eg_');
+        await sleep(300);
+        await heads.release();
         await trapped;
         const back = sleep(1_000).then(() => relay.up());
         const first = await Promise.all(answers);

@@ -19,8 +19,9 @@ create or replace function eg_append_event(p_chain_of text, p_type text, p_opera
     v_us bigint := (extract(epoch from clock_timestamp()) * 1000000)::bigint;
   begin
     if current_setting('eg.defer_events', true) = 'on' then
-      insert into pg_temp.eg_deferred_events (chain, chain_of, type, operation_id, payload)
-      values (v_chain, p_chain_of, p_type, p_operation_id, p_payload);
+      perform set_config('eg.deferred_events', current_setting('eg.deferred_events') ||
+        json_build_object('chain', v_chain, 'chainOf', p_chain_of, 'type', p_type, 'operationId', p_operation_id,
+          'payload', p_payload)::text || ',', true);
       return;
     end if;
     with head as (

@@ -153,4 +153,44 @@ describe('groupCommit', () => {
     expect(sent).toHaveLength(1);
     expect(gc.stats().fallbacks).toBe(0);
   });
+
+  it('sends a lone call again when it lost a deadlock (40P01) to a batch, up to three times, and never after any other error', async () => {
+    let deadlocks = 2;
+    const { sender, sent, release } = recordingSender((inputs) =>
+      inputs[0] === '{"n":1}' && deadlocks-- > 0
+        ? Object.assign(new Error('deadlock detected'), { code: '40P01' })
+        : inputs[0] === '{"n":2}'
+          ? Object.assign(new Error('deadlock detected'), { code: '40P01' })
+          : inputs[0] === '{"n":3}'
+            ? Object.assign(new Error('effectgate: no operation'), { code: 'P0001' })
+            : undefined,
+    );
+    const gc = groupCommit(sender, new RoundTripCounter(), { maxInFlight: 1, maxBatch: 1 });
+    const one = settle(gc.call('eg_decide', { n: 1 }));
+    const two = settle(gc.call('eg_decide', { n: 2 }));
+    const three = settle(gc.call('eg_decide', { n: 3 }));
+    await release();
+    expect(await one).toEqual({ ok: { echo: { n: 1 } } });
+    expect(await two).toMatchObject({ err: { code: '40P01' } });
+    expect(await three).toMatchObject({ err: { code: 'P0001' } });
+    expect(sent.map((x) => x.inputs[0])).toEqual([
+      '{"n":1}',
+      '{"n":1}',
+      '{"n":1}',
+      '{"n":2}',
+      '{"n":2}',
+      '{"n":2}',
+      '{"n":3}',
+    ]);
+  });
+
+  it('never resends a batch answered 40003 (statement completion unknown: it may have committed)', async () => {
+    const unknown = Object.assign(new Error('result is ambiguous'), { code: '40003' });
+    const { sender, sent, release } = recordingSender((_inputs, batch) => (batch ? unknown : undefined));
+    const gc = groupCommit(sender, new RoundTripCounter(), { maxInFlight: 2, maxBatch: 8 });
+    const calls = [1, 2].map((n) => settle(gc.call('eg_decide', { n })));
+    await release();
+    expect(await Promise.all(calls)).toEqual([{ err: unknown }, { err: unknown }]);
+    expect(sent).toHaveLength(1);
+  });
 });
