@@ -203,9 +203,16 @@ export function dispatchFailureFacts(
 }
 
 /**
+ * The error of an allowed attempt the gate did not send because its decide took the whole dispatch
+ * deadline (a lock wait, a slow store): nothing left the gate, so it is `not_sent`.
+ */
+export const LEASE_SPENT_AT_DECIDE = 'lease_spent_at_decide';
+
+/**
  * How long an allowed dispatch may take before the gate gives up on it (outcome `unknown`): under
  * the key's pending_ttl, so a reservation can never expire, and be taken over by another run,
  * while its own request is still in flight. A tenth of the TTL is left for recording the outcome.
+ * The gate counts it from when it asked for the decision (gate.ts).
  */
 export function dispatchDeadlineMs(tool: Tool): number | undefined {
   return tool.dedupe === null ? undefined : Math.max(1, Math.floor(tool.dedupe.pendingTtlMs * 0.9));

@@ -15,6 +15,7 @@ import {
 import {
   dispatchDeadlineMs,
   dispatchFailureFacts,
+  LEASE_SPENT_AT_DECIDE,
   outcomeOf,
   streamOutcomeOf,
   toUpstream,
@@ -403,9 +404,10 @@ export class Gate implements GateHandler {
     // What the decide took (a wait for a row lock, the other calls of a group-commit batch, its
     // queue) is lease the dispatch no longer has: the deadline counts from when the decide was
     // asked, so the call still ends a tenth of pending_ttl before the reservation could expire
-    // and be taken over. Spent already: the deadline fires at once (not_sent, or unknown).
+    // and be taken over. Spent already (a decide slower than the lease): nothing is sent, and
+    // the attempt is not_sent (504, safe to try again), never an unknown made by the gate itself.
     const leaseLeftMs =
-      deadlineMs === undefined ? undefined : Math.max(0, deadlineMs - (performance.now() - reservedAt));
+      deadlineMs === undefined ? undefined : Math.floor(deadlineMs - (performance.now() - reservedAt));
     const upstream = toUpstream(
       request,
       tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
@@ -414,7 +416,10 @@ export class Gate implements GateHandler {
       tool.verdict.protocol === 'jsonrpc',
     );
     const sendStarted = performance.now();
-    const sent = await send(upstream);
+    const sent: UpstreamResult =
+      leaseLeftMs !== undefined && leaseLeftMs <= 0
+        ? { kind: 'failure', dispatchState: 'not_sent', timedOut: true, error: LEASE_SPENT_AT_DECIDE }
+        : await send(upstream);
     const upstreamMs = performance.now() - sendStarted;
     const facts: VerdictFacts = {
       verdict: 'allow',

@@ -226,8 +226,9 @@ for (const target of storeTargets()) {
         const answers = CALLS.map(({ collection, i }) =>
           agent.propose(dest.url, collection, `bdl-${i}`, 'run-a'),
         );
-        await heads.waitFor(1, 'eg_');
-        await sleep(300);
+        // Not longer: a decide that waits past its lease (pending_ttl 1 s) is not sent at all.
+        await heads.waitFor(1);
+        await sleep(PENDING_TTL_MS * 0.3);
         await heads.release();
         await trapped;
         await sleep(500);
@@ -269,7 +270,7 @@ for (const target of storeTargets()) {
         // so the ones behind the LANE in flight queue: a batch forms.
         const heads = await holdChainHeads(store.url);
         for (const arrival of arrivals) arrival.release();
-        await heads.waitFor(1, 'eg_');
+        await heads.waitFor(2);
         await sleep(300);
         await heads.release();
         await trapped;

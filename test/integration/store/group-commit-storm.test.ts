@@ -117,7 +117,10 @@ for (const target of storeTargets()) {
           let cancelled = false;
           for (let i = 0; i < 500 && !cancelled; i++) {
             const w = await side.query<{ pid: number }>(
-              `select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%eg_batch%'`,
+              // Any backend of this database waiting for a lock is the batch (nothing else runs here);
+              // not by its query text, which a loaded machine was seen to report late.
+              `select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
+               and wait_event_type = 'Lock'`,
             );
             if (w.rows.length > 0) {
               await side.query('select pg_cancel_backend($1)', [w.rows[0]!.pid]);
