@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import {
   AuditExportError,
   type AuditReport,
+  archiveAndPrune,
   openInspectionStore,
   resolveStoreUrl,
   type Store,
@@ -16,7 +17,8 @@ import { printable } from './cli-text.js';
 
 const USAGE = `usage: effectgate audit verify [--store URL] [--json]
        effectgate audit verify --file FILE [--json]
-       effectgate audit export [--store URL] [--out FILE [--force]]`;
+       effectgate audit export [--store URL] [--out FILE [--force]]
+       effectgate audit prune --before TIME --archive FILE [--store URL] [--json]`;
 
 /**
  * `effectgate audit verify [--store URL] [--json]`: exit 0 when every chain is intact, 1 naming the
@@ -26,6 +28,11 @@ const USAGE = `usage: effectgate audit verify [--store URL] [--json]
  * `effectgate audit export [--store URL] [--out FILE [--force]]`: the event log as JSON Lines
  * (see store/audit-export.ts) on stdout, or in FILE (mode 0600, never overwriting one unless
  * `--force`).
+ * `effectgate audit prune --before TIME --archive FILE [--store URL] [--json]`: retention (see
+ * store/audit-retention.ts): the events recorded before TIME (ISO 8601) go to FILE (a new file,
+ * mode 0600, fsynced and verified back first) and are removed from the store; every chain then
+ * verifies from its recorded base. Exit 0, or 1 with nothing removed when the archive cannot be
+ * written or does not verify.
  */
 export async function runAudit(argv: readonly string[]): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -37,6 +44,8 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
       file: { type: 'string' },
       out: { type: 'string' },
       force: { type: 'boolean', default: false },
+      before: { type: 'string' },
+      archive: { type: 'string' },
     },
   });
   const [sub, ...extra] = positionals;
@@ -51,6 +60,20 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
     if (values.store !== undefined) return usage('--file and --store are exclusive');
     if (values.file === '') return usage('--file needs a file name');
     return verifyFile(values.file, values.json);
+  }
+  if (sub !== 'prune' && (values.before !== undefined || values.archive !== undefined))
+    return usage('--before and --archive are for audit prune');
+  if (sub === 'prune') {
+    if (values.file !== undefined || values.out !== undefined || values.force)
+      return usage('audit prune takes --before TIME and --archive FILE');
+    if (values.before === undefined || values.archive === undefined || values.archive === '')
+      return usage('audit prune needs --before TIME and --archive FILE');
+    const before = isoInstant(values.before);
+    if (before === null)
+      return usage(
+        `--before ${JSON.stringify(values.before)} is not an ISO 8601 time with a zone (e.g. 2026-11-01T00:00:00Z)`,
+      );
+    return prune(values.store, before, values.archive, values.json);
   }
   if (sub === 'export') {
     if (values.file !== undefined) return usage('audit export writes to --out FILE (--file is for verify)');
@@ -175,6 +198,64 @@ async function exportToFile(storeFlag: string | undefined, out: string, force: b
     }
     await store?.close();
   }
+}
+
+async function prune(
+  storeFlag: string | undefined,
+  before: Date,
+  archive: string,
+  json: boolean,
+): Promise<number> {
+  const store = await openInspectionStore(resolveStoreUrl(storeFlag));
+  try {
+    const result = await archiveAndPrune(store, before, archive);
+    if (json) process.stdout.write(`${JSON.stringify({ archive, ...result })}\n`);
+    else
+      process.stdout.write(
+        `audit log pruned: ${result.archived} event(s) recorded before ${before.toISOString()} archived to ${printable(archive)} (verified) and ${result.removed} removed, over ${result.chains} chain(s)\n`,
+      );
+    return result.removed === result.archived ? 0 : 1;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+      process.stderr.write(
+        `effectgate: ${printable(archive)} already exists; an archive is never overwritten\n`,
+      );
+      return 1;
+    }
+    if (isFsError(err)) {
+      process.stderr.write(`effectgate: cannot write ${printable(archive)}: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * An ISO 8601 instant with its zone (`Z` or `±hh:mm`): a time without one would be read in the
+ * machine's zone, and a date that does not exist (2026-02-30) would roll over into another.
+ */
+function isoInstant(text: string): Date | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?)?(Z|[+-]\d{2}:\d{2})$/.exec(
+    text,
+  );
+  if (m === null || m[1] === '0000') return null;
+  const zone = m[7]!;
+  const date = new Date(m[4] === undefined ? `${m[1]}-${m[2]}-${m[3]}T00:00:00${zone}` : text);
+  if (Number.isNaN(date.getTime())) return null;
+  // The calendar fields as written, in the zone written, must come back unchanged.
+  const offsetMin =
+    zone === 'Z'
+      ? 0
+      : (zone.startsWith('-') ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4)));
+  const local = new Date(date.getTime() + offsetMin * 60_000);
+  const same =
+    local.getUTCFullYear() === Number(m[1]) &&
+    local.getUTCMonth() + 1 === Number(m[2]) &&
+    local.getUTCDate() === Number(m[3]) &&
+    (m[4] === undefined || (local.getUTCHours() === Number(m[4]) && local.getUTCMinutes() === Number(m[5])));
+  return same ? date : null;
 }
 
 function isFsError(err: unknown): err is NodeJS.ErrnoException {

@@ -33,6 +33,7 @@ commands:
   audit verify       verify the hash-chained event log (exit 1 naming the first bad event;
                      --file FILE verifies an export offline, no store needed)
   audit export       the event log as JSON Lines on stdout (--out FILE: mode 0600, --force to replace)
+  audit prune        --before TIME --archive FILE: archive (verified) and remove older events
   migrate            apply pending store migrations
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
 

@@ -75,15 +75,24 @@ export async function verifyChain(
 ): Promise<AuditReport> {
   const chains = new Map<number, ChainState>();
   const broken: BadEvent[] = [];
+  const headOf = new Map<number, ChainHead>();
+  // Each chain starts after its base (retention removed the events up to it; 0 and genesis
+  // while none was): the first event must be baseSeq + 1 and link to baseHash.
   const stateOf = (chain: number): ChainState => {
     let state = chains.get(chain);
     if (state === undefined) {
-      state = { expectedSeq: 1, prevHash: GENESIS_HASH, lastSeq: 0, broken: false };
+      const head = headOf.get(chain);
+      const baseSeq = Number(head?.baseSeq ?? 0);
+      state = {
+        expectedSeq: baseSeq + 1,
+        prevHash: head?.baseHash ?? GENESIS_HASH,
+        lastSeq: baseSeq,
+        broken: false,
+      };
       chains.set(chain, state);
     }
     return state;
   };
-  const headOf = new Map<number, ChainHead>();
   if (heads !== null) {
     for (const problem of headRowProblems(heads)) broken.push(problem);
     for (const head of heads) if (!headOf.has(Number(head.chain))) headOf.set(Number(head.chain), head);
@@ -135,6 +144,8 @@ function headRowProblems(heads: readonly ChainHead[]): BadEvent[] {
       });
     } else if (seen.has(chain)) {
       problems.push({ chain, seq, reason: `head row of chain ${chain} appears twice (extra row)` });
+    } else if (Number(head.baseSeq ?? 0) > seq) {
+      problems.push({ chain, seq, reason: `head row of chain ${chain}: its base is past its last event` });
     }
     seen.add(chain);
   }

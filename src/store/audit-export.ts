@@ -3,20 +3,24 @@ import { createInterface } from 'node:readline';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { EffectgateError } from '../errors.js';
-import { type AuditReport, EVENT_CHAINS, verifyChain } from './audit-chain.js';
+import { type AuditReport, EVENT_CHAINS, GENESIS_HASH, verifyChain } from './audit-chain.js';
 import { storeEvents, upToHeads } from './store-events.js';
-import type { ChainHead, EventRecord, Store } from './types.js';
+import type { ChainCut, ChainHead, EventRecord, Store } from './types.js';
 
 /*
  * The event log as JSON Lines, for keeping or handing over, and its offline verifier.
  *
- *   line 1   {"format":"effectgate-audit","version":1,"exported_at":ISO,"chains":64,
- *             "heads":[{"chain":0,"lastSeq":…,"lastHash":…},…]}
+ *   line 1   {"format":"effectgate-audit","version":2,"exported_at":ISO,"chains":64,
+ *             "heads":[{"chain":0,"baseSeq":…,"baseHash":…,"lastSeq":…,"lastHash":…},…]}
  *   line 2…  {"chain":…,"seq":…,"type":…,"operationId":…|null,"recordedAtUs":"…","payload":"…",
  *             "prevHash":…,"hash":…}   one per event, exactly as stored, in (chain, seq) order
  *
  * `payload` is the exact JSON text that was hashed, as a string (never re-serialized), and
  * `recordedAtUs` a decimal string, so `computeEventHash` over a line gives the stored hash.
+ *
+ * Each chain's events run from baseSeq + 1 (linked to baseHash) to lastSeq: the whole kept chain,
+ * or, for a retention archive (audit-retention.ts), the segment removed from the store, whose last
+ * event is the store's new base. Version 1 files (no base: every chain from seq 1) still verify.
  *
  * The file is checked with the very `verifyChain` the store verifier uses, the header's heads
  * standing in for the head rows: an edited, deleted, inserted, reordered or moved event, and a
@@ -26,12 +30,12 @@ import type { ChainHead, EventRecord, Store } from './types.js';
  */
 
 export const AUDIT_EXPORT_FORMAT = 'effectgate-audit';
-export const AUDIT_EXPORT_VERSION = 1;
+export const AUDIT_EXPORT_VERSION = 2;
 
 /** The first line of an export. */
 export interface AuditExportHeader {
   readonly format: typeof AUDIT_EXPORT_FORMAT;
-  readonly version: typeof AUDIT_EXPORT_VERSION;
+  readonly version: 1 | typeof AUDIT_EXPORT_VERSION;
   readonly exported_at: string;
   readonly chains: number;
   readonly heads: readonly ChainHead[];
@@ -60,6 +64,11 @@ export interface AuditExportOptions {
   readonly pageSize?: number;
   /** The `exported_at` of the header (tests); default now. */
   readonly now?: Date;
+  /**
+   * A retention archive: only each chain's events after its base up to its cut, the cuts standing
+   * as the header's heads (audit-retention.ts). Default: every kept event, up to the heads.
+   */
+  readonly segment?: readonly ChainCut[];
 }
 
 /**
@@ -75,17 +84,37 @@ export async function* auditExportLines(
   store: Pick<Store, 'readEvents' | 'chainHeads'>,
   options: AuditExportOptions = {},
 ): AsyncGenerator<string, void, undefined> {
-  const heads = await store.chainHeads();
+  const segment = options.segment;
+  const heads: readonly ChainHead[] =
+    segment === undefined
+      ? await store.chainHeads()
+      : segment.map((c) => ({
+          chain: c.chain,
+          baseSeq: c.baseSeq,
+          baseHash: c.baseHash,
+          lastSeq: c.cutSeq,
+          lastHash: c.cutHash,
+        }));
   const header: AuditExportHeader = {
     format: AUDIT_EXPORT_FORMAT,
     version: AUDIT_EXPORT_VERSION,
     exported_at: (options.now ?? new Date()).toISOString(),
     chains: EVENT_CHAINS,
-    heads: heads.map((h) => ({ chain: h.chain, lastSeq: h.lastSeq, lastHash: h.lastHash })),
+    heads: heads.map((h) => ({
+      chain: h.chain,
+      baseSeq: h.baseSeq ?? 0,
+      baseHash: h.baseHash ?? GENESIS_HASH,
+      lastSeq: h.lastSeq,
+      lastHash: h.lastHash,
+    })),
   };
   yield `${JSON.stringify(header)}\n`;
-  const events = storeEvents(store, options.pageSize === undefined ? {} : { pageSize: options.pageSize });
-  for await (const e of upToHeads(events, heads)) {
+  const pageSize = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
+  const events =
+    segment === undefined
+      ? upToHeads(storeEvents(store, pageSize), heads)
+      : segmentEvents(store, segment, pageSize);
+  for await (const e of events) {
     const line: EventRecord = {
       chain: e.chain,
       seq: e.seq,
@@ -97,6 +126,21 @@ export async function* auditExportLines(
       hash: e.hash,
     };
     yield `${JSON.stringify(line)}\n`;
+  }
+}
+
+/** Each cut chain's events after its base up to its cut, chain by chain, reading no further. */
+async function* segmentEvents(
+  store: Pick<Store, 'readEvents'>,
+  cuts: readonly ChainCut[],
+  paging: { readonly pageSize?: number },
+): AsyncGenerator<EventRecord, void, undefined> {
+  for (const cut of [...cuts].sort((a, b) => a.chain - b.chain)) {
+    if (cut.cutSeq <= cut.baseSeq) continue;
+    for await (const e of storeEvents(store, { ...paging, chain: cut.chain })) {
+      if (e.seq > cut.cutSeq) break;
+      if (e.seq > cut.baseSeq) yield e;
+    }
   }
 }
 
@@ -182,7 +226,8 @@ async function* numberedLines(
 }
 
 const HEADER_FIELDS = ['format', 'version', 'exported_at', 'chains', 'heads'] as const;
-const HEAD_FIELDS = ['chain', 'lastSeq', 'lastHash'] as const;
+const HEAD_FIELDS_V1 = ['chain', 'lastSeq', 'lastHash'] as const;
+const HEAD_FIELDS = ['chain', 'baseSeq', 'baseHash', 'lastSeq', 'lastHash'] as const;
 const EVENT_FIELDS = [
   'chain',
   'seq',
@@ -202,9 +247,10 @@ function parseHeader(text: string): AuditExportHeader {
   if (value['format'] !== AUDIT_EXPORT_FORMAT) {
     fail(`not an effectgate audit export: the header's format is ${describe(value['format'])}`);
   }
-  if (value['version'] !== AUDIT_EXPORT_VERSION) {
+  const version = value['version'];
+  if (version !== 1 && version !== AUDIT_EXPORT_VERSION) {
     fail(
-      `unsupported export version ${describe(value['version'])} (this effectgate reads version ${AUDIT_EXPORT_VERSION})`,
+      `unsupported export version ${describe(version)} (this effectgate reads versions 1 and ${AUDIT_EXPORT_VERSION})`,
     );
   }
   onlyFields(value, HEADER_FIELDS, 1, 'header');
@@ -216,20 +262,32 @@ function parseHeader(text: string): AuditExportHeader {
   if (!Array.isArray(heads)) return fail('header field "heads" must be an array');
   const parsed = heads.map((head: unknown, i): ChainHead => {
     if (!isObject(head)) return fail(`heads[${i}] must be an object`);
-    onlyFields(head, HEAD_FIELDS, 1, `heads[${i}]`);
+    onlyFields(head, version === 1 ? HEAD_FIELDS_V1 : HEAD_FIELDS, 1, `heads[${i}]`);
     const chain = head['chain'];
     const lastSeq = head['lastSeq'];
     const lastHash = head['lastHash'];
+    const baseSeq = head['baseSeq'] ?? 0;
+    const baseHash = head['baseHash'] ?? GENESIS_HASH;
     if (!Number.isSafeInteger(chain)) fail(`heads[${i}].chain must be an integer`);
-    if (!Number.isSafeInteger(lastSeq) || (lastSeq as number) < 0) {
-      fail(`heads[${i}].lastSeq must be an integer >= 0`);
+    for (const [field, n] of [
+      ['lastSeq', lastSeq],
+      ['baseSeq', baseSeq],
+    ] as const) {
+      if (!Number.isSafeInteger(n) || (n as number) < 0) fail(`heads[${i}].${field} must be an integer >= 0`);
     }
     if (typeof lastHash !== 'string') fail(`heads[${i}].lastHash must be a string`);
-    return { chain: chain as number, lastSeq: lastSeq as number, lastHash: lastHash as string };
+    if (typeof baseHash !== 'string') fail(`heads[${i}].baseHash must be a string`);
+    return {
+      chain: chain as number,
+      baseSeq: baseSeq as number,
+      baseHash: baseHash as string,
+      lastSeq: lastSeq as number,
+      lastHash: lastHash as string,
+    };
   });
   return {
     format: AUDIT_EXPORT_FORMAT,
-    version: AUDIT_EXPORT_VERSION,
+    version: version as 1 | typeof AUDIT_EXPORT_VERSION,
     exported_at: value['exported_at'] as string,
     chains: EVENT_CHAINS,
     heads: parsed,

@@ -13,6 +13,7 @@ export {
   verifyChain,
 } from './audit-chain.js';
 export * from './audit-export.js';
+export { archiveAndPrune, type RetentionResult } from './audit-retention.js';
 export {
   DEFAULT_STORE_URL,
   embeddedStoreDir,

@@ -11,6 +11,7 @@ import type {
   ApprovalRecord,
   ApprovalState,
   AttemptRecord,
+  ChainCut,
   ChainHead,
   DecideInput,
   DecideResult,
@@ -331,10 +332,44 @@ export class KyselyStore implements Store {
     return this.#guard('chainHeads', async () => {
       const rows = await this.#db
         .selectFrom('chain_head')
-        .select(['id', 'last_seq', 'last_hash'])
+        .select(['id', 'last_seq', 'last_hash', 'base_seq', 'base_hash'])
         .orderBy('id')
         .execute();
-      return rows.map((r) => ({ chain: r.id, lastSeq: Number(r.last_seq), lastHash: r.last_hash }));
+      return rows.map((r) => ({
+        chain: r.id,
+        lastSeq: Number(r.last_seq),
+        lastHash: r.last_hash,
+        baseSeq: Number(r.base_seq),
+        baseHash: r.base_hash,
+      }));
+    });
+  }
+
+  retentionCuts(before: string): Promise<ChainCut[]> {
+    return this.#guard('retentionCuts', async () => {
+      const { rows } = await chainChecked(
+        sql<{
+          result: ChainCut[] | string;
+        }>`select eg_prune_cut(${sinceDate(before).toISOString()}::timestamptz) as result`.execute(this.#db),
+      );
+      return parsed<ChainCut[]>(rows[0]?.result ?? []).map((c) => ({
+        chain: Number(c.chain),
+        baseSeq: Number(c.baseSeq),
+        baseHash: c.baseHash,
+        cutSeq: Number(c.cutSeq),
+        cutHash: c.cutHash,
+      }));
+    });
+  }
+
+  pruneChain(cut: ChainCut): Promise<number> {
+    return this.#guard('pruneChain', async () => {
+      const { rows } = await chainChecked(
+        sql<{
+          result: { removed: number } | string;
+        }>`select eg_prune(${JSON.stringify(cut)}) as result`.execute(this.#db),
+      );
+      return Number(parsed<{ removed: number }>(rows[0]!.result).removed);
     });
   }
 
@@ -417,6 +452,17 @@ function sinceDate(since: string): Date {
   if (Number.isNaN(date.getTime()))
     throw new EffectgateError('EG_ERR_CONFIG_INVALID', `not a time: ${since}`);
   return date;
+}
+
+/** A retention statement's refusal (EG422: the chain is not where it should be) as a broken chain. */
+async function chainChecked<T>(query: Promise<T>): Promise<T> {
+  try {
+    return await query;
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'EG422')
+      throw new EffectgateError('EG_ERR_AUDIT_CHAIN_BROKEN', messageOf(err), { cause: err });
+    throw err;
+  }
 }
 
 /** A json result: parsed by pg already, or text from PGlite. */

@@ -127,6 +127,9 @@ export interface ChainHeadTable {
   prev_hash: string | null;
   /** The last event's recorded_at_us, so time never goes backwards along a chain (0005). */
   last_us: Generated<BigIntColumn>;
+  /** The last event removed by retention (0 while none was): the chain is verified from here (0006). */
+  base_seq: Generated<BigIntColumn>;
+  base_hash: Generated<string>;
 }
 
 export interface ObservationsTable {

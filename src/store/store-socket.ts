@@ -13,7 +13,9 @@ import type { Store } from './types.js';
  * Access control is the file system: the socket is created 0600 by the gate's user, in the
  * store's own directory; whoever may read the database files may use it, nobody else. Only the
  * methods below are served: reads, approvals and recovery; never the hot path (`decide`,
- * `recordOutcome`), so a command can only do what the operator commands could do anyway.
+ * `recordOutcome`), so a command can only do what the operator commands could do anyway; nor
+ * retention's removal (`pruneChain` alone would remove events no archive holds): `audit prune` on
+ * an embedded store runs while no gate holds it.
  */
 
 /** File name of the socket inside a `pglite:DIR` store directory. */

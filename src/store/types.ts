@@ -476,11 +476,29 @@ export interface EventPosition {
   readonly seq: number;
 }
 
-/** The head row of one chain: its last event. */
+/**
+ * The head row of one chain: its last event, and its base: the last event retention removed (0
+ * and GENESIS_HASH while none was; absent in a version 1 export). The chain is verified from its
+ * base: its first kept event has seq baseSeq + 1 and prev_hash baseHash.
+ */
 export interface ChainHead {
   readonly chain: number;
   readonly lastSeq: number;
   readonly lastHash: string;
+  readonly baseSeq?: number;
+  readonly baseHash?: string;
+}
+
+/**
+ * Where retention cuts one chain (`retentionCuts`): after its base, up to and including `cutSeq`
+ * (the last event recorded before the cut-off; `cutSeq = baseSeq` when none is).
+ */
+export interface ChainCut {
+  readonly chain: number;
+  readonly baseSeq: number;
+  readonly baseHash: string;
+  readonly cutSeq: number;
+  readonly cutHash: string;
 }
 
 export interface StoreStats {
@@ -569,6 +587,14 @@ export interface Store {
   readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]>;
   /** The head row of every chain, by chain. */
   chainHeads(): Promise<ChainHead[]>;
+  /** Retention, step 1: where each chain would be cut to remove the events recorded before `before` (ISO time). */
+  retentionCuts(before: string): Promise<ChainCut[]>;
+  /**
+   * Retention, last step: removes one chain's events after its base up to its cut (archived
+   * first: audit-retention.ts) and makes the cut its base, in one transaction. Returns how many it
+   * removed. `EG_ERR_AUDIT_CHAIN_BROKEN` when the chain is no longer where the cut says.
+   */
+  pruneChain(cut: ChainCut): Promise<number>;
   /** Cheap liveness check (`select 1`). */
   ping(): Promise<void>;
   /**

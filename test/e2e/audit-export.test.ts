@@ -53,7 +53,7 @@ describe('effectgate audit export / audit verify --file', () => {
     const r = await runCli(['audit', 'export', '--store', store]);
     expect(r.code, r.stderr).toBe(0);
     const [header, ...events] = r.stdout.trimEnd().split('\n');
-    expect(JSON.parse(header!)).toMatchObject({ format: 'effectgate-audit', version: 1, chains: 64 });
+    expect(JSON.parse(header!)).toMatchObject({ format: 'effectgate-audit', version: 2, chains: 64 });
     expect(events.length).toBeGreaterThanOrEqual(8);
     for (const line of events) expect(JSON.parse(line)).toHaveProperty('hash');
   });
@@ -155,5 +155,47 @@ describe('effectgate audit export / audit verify --file', () => {
     } finally {
       await gate.stop();
     }
+  });
+
+  it('audit prune: archives the events before TIME (verified), removes them, and the store still verifies; bad flags exit 2', async () => {
+    const archive = join(exportDir, 'pruned.jsonl');
+    for (const args of [
+      ['audit', 'prune', '--store', store, '--archive', archive],
+      ['audit', 'prune', '--store', store, '--before', 'yesterday', '--archive', archive],
+      ['audit', 'prune', '--store', store, '--before', '2026-02-30T00:00:00Z', '--archive', archive],
+      ['audit', 'prune', '--store', store, '--before', '2026-11-01T00:00:00', '--archive', archive],
+      ['audit', 'prune', '--store', store, '--before', '2026-01-01T00:00:00Z'],
+      ['audit', 'export', '--store', store, '--before', '2026-01-01T00:00:00Z'],
+    ]) {
+      const r = await runCli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toContain('usage: effectgate audit');
+    }
+    const pruneNow = (...extra: string[]) =>
+      runCli([
+        'audit',
+        'prune',
+        '--store',
+        store,
+        '--before',
+        new Date().toISOString(),
+        '--archive',
+        archive,
+        ...extra,
+      ]);
+    const r = await pruneNow('--json');
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { archived: number; removed: number };
+    expect(result.archived).toBeGreaterThanOrEqual(8);
+    expect(result.removed).toBe(result.archived);
+    expect(statSync(archive).mode & 0o777).toBe(0o600);
+    const archived = await runCli(['audit', 'verify', '--file', archive]);
+    expect(archived.code, archived.stdout + archived.stderr).toBe(0);
+    const live = await runCli(['audit', 'verify', '--store', store]);
+    expect(live.code, live.stdout + live.stderr).toBe(0);
+    // Never over an existing archive.
+    const again = await pruneNow();
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('already exists');
   });
 });

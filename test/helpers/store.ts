@@ -13,6 +13,7 @@ import { openKyselyStore } from '../../src/store/open-store.js';
 import type {
   ApprovalDecisionInput,
   ApprovalRecord,
+  ChainCut,
   ChainHead,
   DecideInput,
   DecideResult,
@@ -185,6 +186,14 @@ class TestStoreHandle implements TestStore {
 
   readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]> {
     return this.#inner.readEvents(after, limit);
+  }
+
+  retentionCuts(before: string): Promise<ChainCut[]> {
+    return this.#inner.retentionCuts(before);
+  }
+
+  pruneChain(cut: ChainCut): Promise<number> {
+    return this.#inner.pruneChain(cut);
   }
 
   chainHeads(): Promise<ChainHead[]> {

@@ -4,6 +4,7 @@ import { migration0002 } from './0002-unknown-outcomes/index.js';
 import { migration0003 } from './0003-lost-outcomes/index.js';
 import { migration0004 } from './0004-input-continuations/index.js';
 import { migration0005 } from './0005-chain-append/index.js';
+import { migration0006 } from './0006-event-retention/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -20,6 +21,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0003-lost-outcomes': migration0003,
   '0004-input-continuations': migration0004,
   '0005-chain-append': migration0005,
+  '0006-event-retention': migration0006,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -67,12 +67,25 @@ for (const target of storeTargets()) {
       return (await verifyAuditExport(lines)).broken;
     }
 
+    it('still verifies a version 1 export (heads without a base: every chain from seq 1)', async () => {
+      const header = headerOf(exported);
+      const v1 = {
+        ...header,
+        version: 1,
+        heads: header.heads.map((h) => ({ chain: h.chain, lastSeq: h.lastSeq, lastHash: h.lastHash })),
+      };
+      expect(await verifyAuditExport([JSON.stringify(v1), ...exported.slice(1)])).toMatchObject({
+        ok: true,
+        broken: [],
+      });
+    });
+
     it('writes the header (heads taken from the store), then every event exactly as stored in (chain, seq) order', async () => {
       const header = headerOf(exported);
       expect(Object.keys(header)).toEqual(['format', 'version', 'exported_at', 'chains', 'heads']);
       expect(header).toEqual({
         format: 'effectgate-audit',
-        version: 1,
+        version: 2,
         exported_at: NOW.toISOString(),
         chains: EVENT_CHAINS,
         heads: await store.chainHeads(),
@@ -299,9 +312,17 @@ for (const target of storeTargets()) {
           [[], /empty file/],
           [['not json', ...exported.slice(1)], /not JSON/],
           [[exported[1]!, ...exported.slice(1)], /not an effectgate audit export/],
-          [[JSON.stringify({ ...header, version: 2 }), ...exported.slice(1)], /unsupported export version 2/],
+          [[JSON.stringify({ ...header, version: 3 }), ...exported.slice(1)], /unsupported export version 3/],
           [[JSON.stringify({ ...header, chains: 32 }), ...exported.slice(1)], /32 chains/],
-          [[JSON.stringify({ ...header, heads: [{ chain: 0 }] })], /heads\[0\] field "lastSeq" is missing/],
+          [[JSON.stringify({ ...header, heads: [{ chain: 0 }] })], /heads\[0\] field "baseSeq" is missing/],
+          [
+            [JSON.stringify({ ...header, version: 1, heads: [{ chain: 0, lastSeq: 0 }] })],
+            /heads\[0\] field "lastHash" is missing/,
+          ],
+          [
+            [JSON.stringify({ ...header, version: 1 }), ...exported.slice(1)],
+            /unexpected heads\[0\] field "baseSeq"/,
+          ],
           [[JSON.stringify({ ...header, extra: 1 })], /unexpected header field "extra"/],
         ];
         for (const [lines, message] of cases) {

@@ -78,6 +78,8 @@ for (const target of storeTargets()) {
             chain,
             lastSeq: 0,
             lastHash: '0'.repeat(64),
+            baseSeq: 0,
+            baseHash: '0'.repeat(64),
           })),
         );
         expectVerdict(await store.decide(reserve(newRun(), newKey())), 'allow');
