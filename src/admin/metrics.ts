@@ -35,7 +35,7 @@ const RECONCILIATIONS: readonly ReconciliationResult[] = ['match', 'none', 'mult
 
 export interface PrometheusMetricsOptions {
   /** Where the unresolved-operation gauges are counted, at scrape time. */
-  readonly store: Pick<Store, 'countOperations'>;
+  readonly store: Pick<Store, 'countOperations' | 'stats'>;
   /** How long scrapes reuse the last count, so a scrape storm cannot hammer the store (5 s). */
   readonly storeCacheMs?: number;
   /** A count slower than this marks the store down for the scrape instead of holding it (2 s). */
@@ -58,7 +58,7 @@ interface ToolSeries {
  */
 export class PrometheusMetrics implements GateMetrics {
   readonly registry: Registry;
-  readonly #store: Pick<Store, 'countOperations'>;
+  readonly #store: Pick<Store, 'countOperations' | 'stats'>;
   readonly #cacheMs: number;
   readonly #timeoutMs: number;
   readonly #decisions: Counter<'verdict' | 'tool'>;
@@ -147,6 +147,20 @@ export class PrometheusMetrics implements GateMetrics {
       help: 'Whether the last count of unresolved operations reached the store (1) or not (0).',
       registers,
       collect: refresh,
+    });
+    const store = this.#store;
+    new Counter({
+      name: `${METRICS_PREFIX}store_group_commit_total`,
+      help: "What group commit did with this gate's hot-path store calls: batches (round trips carrying several calls), batched_calls (the calls in them), fallbacks (batches the store rolled back, a deadlock between gates or one call's error, whose calls went again one by one).",
+      labelNames: ['event'],
+      registers,
+      collect(): void {
+        const gc = store.stats.groupCommit;
+        this.reset();
+        this.labels('batches').inc(gc.batches);
+        this.labels('batched_calls').inc(gc.batchedCalls);
+        this.labels('fallbacks').inc(gc.fallbacks);
+      },
     });
     const proxy = (): Readonly<Record<string, number>> | null => this.#proxyCounts?.() ?? null;
     new Counter({

@@ -193,6 +193,25 @@ for (const target of storeTargets()) {
         expect(text).not.toContain(secretish);
     });
 
+    it('exports what group commit did, as the store counted it', async () => {
+      // Eight proposals at once: on PGlite (one round trip in flight) the ones behind the first
+      // always share a batch; on PostgreSQL they may.
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          gate.handle(post(upstream, '/items', `gc-${i}`, `gc-r${i}`), client.send),
+        ),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(8).fill(201));
+      const gc = store.stats.groupCommit;
+      if (target.kind === 'pglite') expect(gc.batches).toBeGreaterThan(0);
+      const text = (await call(port, 'GET', '/metrics')).text;
+      expect(sample(text, 'effectgate_store_group_commit_total{event="batches"}')).toBe(gc.batches);
+      expect(sample(text, 'effectgate_store_group_commit_total{event="batched_calls"}')).toBe(
+        gc.batchedCalls,
+      );
+      expect(sample(text, 'effectgate_store_group_commit_total{event="fallbacks"}')).toBe(gc.fallbacks);
+    });
+
     it('is open like /healthz while /api still needs the token', async () => {
       expect((await call(port, 'GET', '/metrics')).status).toBe(200);
       const head = await call(port, 'HEAD', '/metrics');

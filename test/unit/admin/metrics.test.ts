@@ -15,10 +15,11 @@ import type { OperationState } from '../../../src/store/index.js';
 
 type Counts = Partial<Record<OperationState, number>>;
 
-/** A stand-in for the one store method the gauges use, counting its calls. */
+/** A stand-in for what the store gauges use (countOperations, counting its calls; stats). */
 function countingStore(answer: () => Promise<Counts>): PrometheusMetricsOptions['store'] & { calls: number } {
   const store = {
     calls: 0,
+    stats: { roundTrips: 0, groupCommit: { batches: 0, batchedCalls: 0, fallbacks: 0 } },
     countOperations: () => {
       store.calls += 1;
       return answer();
