@@ -1,3 +1,8 @@
+/** Whether a Content-Type (its first value) says `text/event-stream`. */
+export function isEventStream(contentType: string | undefined): boolean {
+  return contentType?.toLowerCase().startsWith('text/event-stream') === true;
+}
+
 /**
  * An incremental `text/event-stream` reader (WHATWG HTML §9.2 "Server-sent events", parsing an
  * event stream): fed text as it arrives, it returns the data of each event completed by a blank
@@ -6,10 +11,6 @@
  * grows past `maxEventBytes` is dropped whole (`oversized` counts them), and so is a line that
  * long, so a stream without line breaks cannot grow the buffer without end.
  */
-/** Whether a Content-Type (its first value) says `text/event-stream`. */
-export function isEventStream(contentType: string | undefined): boolean {
-  return contentType?.toLowerCase().startsWith('text/event-stream') === true;
-}
 
 export class SseReader {
   readonly #maxEventBytes: number;

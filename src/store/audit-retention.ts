@@ -30,7 +30,7 @@ import type { ChainCut, Store } from './types.js';
  *   // { archived: 120000, removed: 120000, chains: 64, cuts: [...] }
  */
 export async function archiveAndPrune(
-  store: Pick<Store, 'retentionCuts' | 'pruneChain' | 'readEvents'>,
+  store: Pick<Store, 'retentionCuts' | 'pruneChain' | 'readEvents' | 'chainHeads'>,
   before: Date,
   archive: string,
 ): Promise<RetentionResult> {
@@ -108,19 +108,22 @@ export interface RetentionResult {
   readonly cuts: readonly ChainCut[];
 }
 
-/** The segment export in `path`: created exclusively (mode 0600), written, fsynced, closed. */
+/**
+ * The segment export (auditExportLines) in `path`: created exclusively (mode 0600), written,
+ * fsynced with its directory, closed; removed if it could not be written whole.
+ */
 async function writeArchive(
-  store: Pick<Store, 'readEvents'>,
+  store: Pick<Store, 'readEvents' | 'chainHeads'>,
   cuts: readonly ChainCut[],
   path: string,
 ): Promise<void> {
   const handle = await open(path, 'wx', 0o600);
   let done = false;
   try {
+    // auditExportLines, written in chunks of 64 KiB straight to the handle, which stays open for
+    // the fsync.
     let chunk = '';
-    // chainHeads is not needed: the segment's heads are the cuts.
-    const source = { readEvents: store.readEvents.bind(store), chainHeads: async () => [] };
-    for await (const line of auditExportLines(source, { segment: cuts })) {
+    for await (const line of auditExportLines(store, { segment: cuts })) {
       chunk += line;
       if (chunk.length >= 1 << 16) {
         await handle.write(chunk);

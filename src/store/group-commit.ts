@@ -53,14 +53,17 @@ interface Lane {
  * lost (a cut connection, a timeout) may have committed: every call in it gets that error, as a
  * lone call would, and the gate handles each as it handles a lost answer today.
  */
+/** The hot path's calls, and what group commit did with them. */
+export interface GroupCommit {
+  readonly call: HotCall;
+  readonly stats: () => GroupCommitStats;
+}
+
 export function groupCommit(
   sender: HotSender,
   counter: RoundTripCounter,
   limits: GroupCommitLimits,
-): {
-  readonly call: HotCall;
-  readonly stats: () => GroupCommitStats;
-} {
+): GroupCommit {
   const lanes = new Map<StoreFunction, Lane>();
   let batches = 0;
   let batchedCalls = 0;

@@ -65,11 +65,6 @@ export function jsonArray(inputs: readonly string[]): string {
   return `[${inputs.join(',')}]`;
 }
 
-/** `input` as JSON in a PostgreSQL escape-string literal (textLiteral). */
-export function jsonLiteral(input: unknown): string {
-  return textLiteral(JSON.stringify(input));
-}
-
 /**
  * `text` as a PostgreSQL escape-string literal. E'' reads backslash escapes whatever
  * standard_conforming_strings says, so doubling every backslash and quote keeps any text inside

@@ -2,7 +2,7 @@ import { type Kysely, Migrator, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import { applyFunctions } from './functions/index.js';
-import type { HotCall } from './group-commit.js';
+import type { GroupCommit } from './group-commit.js';
 import { migrationProvider } from './migrations/index.js';
 import { toApproval, toAttempt, toDecision, toEvent, toObservation, toOperation } from './records.js';
 import type { Database } from './schema.js';
@@ -18,7 +18,6 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
-  GroupCommitStats,
   ObservationRecord,
   OperationFilter,
   OperationRecord,
@@ -34,10 +33,8 @@ export interface KyselyStoreOptions {
   readonly kind: 'postgres' | 'pglite';
   readonly db: Kysely<Database>;
   readonly counter: RoundTripCounter;
-  /** How the hot path calls its two functions on this driver (one round trip each, group-commit.ts). */
-  readonly call: HotCall;
-  /** What group commit has done so far. */
-  readonly groupCommitStats: () => GroupCommitStats;
+  /** How the hot path calls its two functions on this driver, and what it did (group-commit.ts). */
+  readonly hot: GroupCommit;
   /** Runs after the database is closed (e.g. releases the PGlite directory lock). */
   readonly onClose?: () => void;
 }
@@ -52,8 +49,7 @@ export class KyselyStore implements Store {
   readonly kind: 'postgres' | 'pglite';
   readonly #db: Kysely<Database>;
   readonly #counter: RoundTripCounter;
-  readonly #call: HotCall;
-  readonly #groupCommitStats: () => GroupCommitStats;
+  readonly #hot: GroupCommit;
   readonly #onClose: (() => void) | undefined;
   #closed = false;
 
@@ -61,13 +57,12 @@ export class KyselyStore implements Store {
     this.kind = options.kind;
     this.#db = options.db;
     this.#counter = options.counter;
-    this.#call = options.call;
-    this.#groupCommitStats = options.groupCommitStats;
+    this.#hot = options.hot;
     this.#onClose = options.onClose;
   }
 
   get stats(): StoreStats {
-    return { roundTrips: this.#counter.count, groupCommit: this.#groupCommitStats() };
+    return { roundTrips: this.#counter.count, groupCommit: this.#hot.stats() };
   }
 
   /** The underlying kysely instance, for maintenance commands and tests; not part of `Store`. */
@@ -76,14 +71,16 @@ export class KyselyStore implements Store {
   }
 
   decide(input: DecideInput): Promise<DecideResult> {
-    return this.#guard('decide', () => this.#call('eg_decide', input) as Promise<DecideResult>);
+    return this.#guard('decide', () => this.#hot.call('eg_decide', input) as Promise<DecideResult>);
   }
 
   recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState | null }> {
     return this.#guard(
       'recordOutcome',
       () =>
-        this.#call('eg_record_outcome', input) as Promise<{ readonly operationState: OperationState | null }>,
+        this.#hot.call('eg_record_outcome', input) as Promise<{
+          readonly operationState: OperationState | null;
+        }>,
     );
   }
 

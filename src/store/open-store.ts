@@ -90,7 +90,7 @@ export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<K
     const pool = postgresPool(url);
     const db = kysely(new PostgresDialect({ pool }), counter);
     const hot = groupCommit(preparedSender(pool), counter, POSTGRES_GROUP_COMMIT);
-    store = new KyselyStore({ kind: 'postgres', db, counter, call: hot.call, groupCommitStats: hot.stats });
+    store = new KyselyStore({ kind: 'postgres', db, counter, hot });
   } else if (url.startsWith('pglite:')) {
     store = await openPGlite(url.slice('pglite:'.length), counter);
   } else {
@@ -143,7 +143,7 @@ async function openPGlite(location: string, counter: RoundTripCounter): Promise<
     const link = new PGliteLink(await startPGliteWorker(undefined));
     const db = kysely(new PGliteDialect(link), counter);
     const hot = groupCommit(inlineSender(link), counter, PGLITE_GROUP_COMMIT);
-    return new KyselyStore({ kind: 'pglite', db, counter, call: hot.call, groupCommitStats: hot.stats });
+    return new KyselyStore({ kind: 'pglite', db, counter, hot });
   }
   if (location === '') {
     throw new EffectgateError(
@@ -162,8 +162,7 @@ async function openPGlite(location: string, counter: RoundTripCounter): Promise<
       kind: 'pglite',
       db,
       counter,
-      call: hot.call,
-      groupCommitStats: hot.stats,
+      hot,
       onClose: () => lock.release(),
     });
   } catch (err) {

@@ -9,7 +9,7 @@
 -- this call waited for the lock behind a later clock reading. Every expression of the UPDATE is
 -- computed from the locked, current head row (a waiter re-reads it), never from a stale one.
 --
--- Inside eg_batch (eg.defer_events on) the event is only queued; eg_batch appends its queue
+-- Inside eg_batch (eg.deferred_events starts with '[') the event is only queued; eg_batch appends its queue
 -- through this function at its end, in chain order (eg_batch.sql says why).
 create or replace function eg_append_event(p_chain_of text, p_type text, p_operation_id text, p_payload text)
     returns void language plpgsql as $$
@@ -18,7 +18,7 @@ create or replace function eg_append_event(p_chain_of text, p_type text, p_opera
     -- extract(epoch) is numeric (exact) since PostgreSQL 14: no float rounding of microseconds.
     v_us bigint := (extract(epoch from clock_timestamp()) * 1000000)::bigint;
   begin
-    if current_setting('eg.defer_events', true) = 'on' then
+    if left(current_setting('eg.deferred_events', true), 1) = '[' then
       perform set_config('eg.deferred_events', current_setting('eg.deferred_events') ||
         json_build_object('chain', v_chain, 'chainOf', p_chain_of, 'type', p_type, 'operationId', p_operation_id,
           'payload', p_payload)::text || ',', true);

@@ -10,7 +10,7 @@
 -- Each call runs exactly as it would alone, in input order: a later one sees what an earlier one
 -- wrote (two proposals of one key in one batch: the first reserves it, the second is pending).
 -- Their events are appended at the end, in chain order (eg_append_event queues them in the
--- setting eg.deferred_events while eg.defer_events is on): a batch holds the row locks of all its calls until its COMMIT, and two
+-- transaction-local setting eg.deferred_events while eg_batch runs its calls): a batch holds the row locks of all its calls until its COMMIT, and two
 -- batches that took chain head rows in call order could each wait for the other's; in chain order
 -- they cannot. Every other lock a call takes follows the order of README.md within that call; two
 -- batches that cross on those (the same keys, in opposite orders) are a deadlock PostgreSQL breaks
@@ -21,29 +21,29 @@ create or replace function eg_batch(p_fn text, p_inputs text) returns json langu
     v_results json[] := '{}';
     v_input text;
     v_event record;
+    v_queue text;
   begin
     if p_fn not in ('eg_decide', 'eg_record_outcome') then
       raise exception 'effectgate: eg_batch runs eg_decide or eg_record_outcome, not %', p_fn;
     end if;
-    -- The queue: a transaction-local setting holding the events as JSON, each followed by a
-    -- comma (eg_append_event adds them). Not a temp table: no DDL, no TEMP privilege needed, and
-    -- nothing to empty at COMMIT; a batch that fails leaves nothing behind either.
-    perform set_config('eg.deferred_events', '', true);
-    perform set_config('eg.defer_events', 'on', true);
+    -- The queue: a transaction-local setting, '[' then each queued event as JSON followed by a
+    -- comma (eg_append_event adds them; a value starting with '[' is what tells it to queue). Not
+    -- a temp table: no DDL, no TEMP privilege needed, nothing to empty at COMMIT; a batch that
+    -- fails leaves nothing behind either.
+    perform set_config('eg.deferred_events', '[', true);
     for v_input in select e.value::text from json_array_elements(p_inputs::json) with ordinality as e
         order by e.ordinality loop
       v_results := v_results || case p_fn when 'eg_decide' then eg_decide(v_input)
         else eg_record_outcome(v_input) end;
     end loop;
-    perform set_config('eg.defer_events', 'off', true);
+    v_queue := rtrim(current_setting('eg.deferred_events'), ',') || ']';
+    perform set_config('eg.deferred_events', '', true);
     for v_event in
       select q.e ->> 'chainOf' as chain_of, q.e ->> 'type' as type, q.e ->> 'operationId' as operation_id,
         q.e ->> 'payload' as payload
-      from json_array_elements(('[' || rtrim(current_setting('eg.deferred_events'), ',') || ']')::json)
-        with ordinality as q(e, n)
+      from json_array_elements(v_queue::json) with ordinality as q(e, n)
       order by (q.e ->> 'chain')::int, q.n loop
       perform eg_append_event(v_event.chain_of, v_event.type, v_event.operation_id, v_event.payload);
     end loop;
-    perform set_config('eg.deferred_events', '', true);
     return array_to_json(v_results);
   end $$;

@@ -1,8 +1,11 @@
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jsonArray, jsonLiteral, textLiteral } from '../../../src/store/hot-call.js';
+import { jsonArray, textLiteral } from '../../../src/store/hot-call.js';
 
-describe('jsonLiteral', () => {
+/** A JSON input as the PGlite sender inlines it. */
+const jsonLiteral = (input: unknown): string => textLiteral(JSON.stringify(input));
+
+describe('textLiteral', () => {
   let db: PGlite;
 
   beforeAll(async () => {
