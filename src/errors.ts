@@ -28,6 +28,10 @@ export const ERROR_CODES = {
   EG_ERR_UPSTREAM_FAILED: 'The upstream could not be reached or gave no usable response.',
   EG_ERR_NOT_FOUND: 'An operation, approval or run named by a command or the admin API does not exist.',
   EG_ERR_APPROVAL_STATE: 'An approval cannot take this action in its current state.',
+  EG_ERR_OPERATION_STATE:
+    'An operation cannot be resolved in its current state (only an unknown one, or an open one past its deadline).',
+  EG_ERR_OPERATION_AMBIGUOUS:
+    'An idempotency key or destination reference names more than one operation, so evidence cannot be attached to one.',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -9,6 +9,10 @@
  *   GET  /api/approvals?state=&limit=                         { approvals }
  *   GET  /api/approvals/:id                                   ApprovalRecord
  *   POST /api/approvals/:id/approve|deny|revoke               ApprovalRecord (after the decision)
+ *   POST /api/operations/:id/resolve      { as, by, reason, ref? }          ObservationResult
+ *   POST /api/operations/:id/observations { kind, by, settles?, status?, destination_ref?,
+ *                                           payload? | payload_fingerprint?, note? }  ObservationResult
+ *   POST /api/observations                the same, plus operation: { id | idempotency_key | destination_ref }
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isEffectgateError } from '../errors.js';
@@ -32,6 +36,13 @@ import {
   parseName,
   parseOperationFilter,
 } from './admin-input.js';
+import {
+  OBSERVATION_FIELDS,
+  parseObservation,
+  parseOperationSelector,
+  parseResolution,
+  RESOLUTION_FIELDS,
+} from './observation-input.js';
 import { loadOperationReport } from './trail.js';
 
 export interface AdminApiContext {
@@ -59,6 +70,9 @@ const ROUTES: readonly Route[] = [
   { pattern: ['approvals'], method: 'GET', handler: listApprovals },
   { pattern: ['approvals', ':'], method: 'GET', handler: getApproval },
   { pattern: ['approvals', ':', ':action'], method: 'POST', handler: decideApproval },
+  { pattern: ['operations', ':', 'resolve'], method: 'POST', handler: resolveOperation },
+  { pattern: ['operations', ':', 'observations'], method: 'POST', handler: postObservation },
+  { pattern: ['observations'], method: 'POST', handler: postObservationByLookup },
 ];
 
 /** Routes one authenticated `/api/*` request; throws `HttpProblem` (or a store error) on refusal. */
@@ -203,6 +217,65 @@ async function decideApproval(ctx: AdminApiContext, [rawId, action]: readonly st
   return ctx.store.decideApproval(decision);
 }
 
+async function resolveOperation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('operation id', rawId!);
+  const body = await readJsonObject(ctx.req);
+  onlyMembers(body, RESOLUTION_FIELDS, 'as, by, reason and optionally ref');
+  const input = parseResolution(
+    id,
+    { as: body['as'], by: body['by'], reason: body['reason'], ref: body['ref'] },
+    'api',
+  );
+  return ctx.store.addObservation(input);
+}
+
+async function postObservation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('operation id', rawId!);
+  const body = await readJsonObject(ctx.req);
+  onlyMembers(body, OBSERVATION_FIELDS, OBSERVATION_FIELDS.join(', '));
+  return ctx.store.addObservation(parseObservation(id, body));
+}
+
+/** A webhook knows the idempotency key the gate sent or the destination's reference, not our id. */
+async function postObservationByLookup(ctx: AdminApiContext): Promise<unknown> {
+  queryOf(ctx, []);
+  const body = await readJsonObject(ctx.req);
+  const { operation: selector, ...rest } = body;
+  onlyMembers(rest, OBSERVATION_FIELDS, `operation, ${OBSERVATION_FIELDS.join(', ')}`);
+  const lookup = parseOperationSelector(selector);
+  let id: string;
+  if ('id' in lookup) {
+    id = lookup.id;
+  } else {
+    const found = await ctx.store.findOperations(lookup);
+    const what =
+      'idempotencyKey' in lookup
+        ? `idempotency key ${JSON.stringify(lookup.idempotencyKey)}`
+        : `destination reference ${JSON.stringify(lookup.destinationRef.slice(0, 200))}`;
+    if (found.length === 0) throw notFound(`No operation has the ${what}.`, 'EG_ERR_NOT_FOUND');
+    if (found.length > 1) {
+      throw new HttpProblem({
+        status: 409,
+        problem: 'operation_ambiguous',
+        title: 'More than one operation matches',
+        detail: `The ${what} names ${found.length} operations (${found.map((o) => o.id).join(', ')}); post to /api/operations/:id/observations for one of them.`,
+        code: 'EG_ERR_OPERATION_AMBIGUOUS',
+      });
+    }
+    id = found[0]!.id;
+  }
+  return ctx.store.addObservation(parseObservation(id, rest));
+}
+
+function onlyMembers(body: Readonly<Record<string, unknown>>, allowed: readonly string[], use: string): void {
+  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
+  if (unknown.length > 0) {
+    throw badRequest(`Unknown member ${JSON.stringify(unknown[0]!.slice(0, 60))} in the body; use ${use}.`);
+  }
+}
+
 /** Any error → the problem the API answers with. Unexpected errors say nothing of their insides. */
 export function problemOf(err: unknown): HttpProblem {
   if (err instanceof HttpProblem) return err;
@@ -216,6 +289,14 @@ export function problemOf(err: unknown): HttpProblem {
           status: 409,
           problem: 'approval_state',
           title: 'Approval not in a state for this action',
+          detail: err.message,
+          code: err.code,
+        });
+      case 'EG_ERR_OPERATION_STATE':
+        return new HttpProblem({
+          status: 409,
+          problem: 'operation_state',
+          title: 'Operation not in a state this decision applies to',
           detail: err.message,
           code: err.code,
         });

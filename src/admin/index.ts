@@ -29,6 +29,11 @@ export {
   type PrometheusMetricsOptions,
 } from './metrics.js';
 export {
+  parseObservation,
+  parseResolution,
+  payloadFingerprint,
+} from './observation-input.js';
+export {
   type ApprovalEntry,
   type AttemptEntry,
   buildTrail,

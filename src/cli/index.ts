@@ -25,6 +25,8 @@ commands:
                      --tool T --key '["v1","v2"]' to find one by its key values)
   operations         counts per state, then the operations (--state S, --tool T, --tenant T,
                      --since 24h|ISO, --limit N, --json)
+  operations resolve <id> --as succeeded|failed|duplicate_effect_confirmed --by WHO --reason TEXT [--ref URL]
+                     settle an unknown operation with what you found at the destination
   approvals list     the approval cards (--state S, --limit N, --json)
   approvals approve|deny|revoke <id> --by WHO --reason TEXT [--ttl 1h|permanent]
                      decide one (approve allows exactly one retry, for --ttl, default 1h)

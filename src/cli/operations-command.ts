@@ -1,6 +1,13 @@
 import { parseArgs } from 'node:util';
-import { fullCounts, OPERATION_STATES, parseOperationFilter } from '../admin/index.js';
 import {
+  fullCounts,
+  OPERATION_STATES,
+  parseName,
+  parseOperationFilter,
+  parseResolution,
+} from '../admin/index.js';
+import {
+  type ObservationResult,
   type OperationRecord,
   type OperationState,
   openInspectionStore,
@@ -8,8 +15,8 @@ import {
 } from '../store/index.js';
 import { COLUMNS, flag, keyText, padEnd, printable, truncate, writeJson } from './cli-text.js';
 
-const USAGE =
-  'usage: effectgate operations [--state S] [--tool T] [--tenant T] [--since 24h|ISO] [--limit N] [--store URL] [--json]';
+const USAGE = `usage: effectgate operations [--state S] [--tool T] [--tenant T] [--since 24h|ISO] [--limit N] [--store URL] [--json]
+       effectgate operations resolve <id> --as succeeded|failed|duplicate_effect_confirmed --by WHO --reason TEXT [--ref URL ...] [--store URL] [--json]`;
 
 /**
  * `effectgate operations`: how many operations are in each state (same filters, any state), then
@@ -17,6 +24,7 @@ const USAGE =
  * operations whose outcome is unknown. `--json` prints `{ counts, operations }`.
  */
 export async function runOperations(argv: readonly string[]): Promise<number> {
+  if (argv[0] === 'resolve') return runResolve(argv.slice(1));
   const { values, positionals } = parseArgs({
     args: [...argv],
     allowPositionals: true,
@@ -61,6 +69,86 @@ export async function runOperations(argv: readonly string[]): Promise<number> {
   } finally {
     await store.close();
   }
+}
+
+/**
+ * `effectgate operations resolve <id>`: an operator who checked the destination settles an
+ * unknown operation with that evidence (DESIGN.md §3 "Observations", §4.4). Appends an
+ * operator_decision observation; the key follows (succeeded and duplicate_effect_confirmed confirm
+ * it, failed releases it for a retry of the same operation); open approval requests are withdrawn;
+ * no attempt is edited.
+ */
+async function runResolve(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      as: { type: 'string' },
+      by: { type: 'string' },
+      reason: { type: 'string' },
+      ref: { type: 'string', multiple: true },
+      store: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const [id, ...extra] = positionals;
+  const missing = [
+    ...(id === undefined ? ['<id>'] : []),
+    ...(values.as === undefined ? ['--as succeeded|failed|duplicate_effect_confirmed'] : []),
+    ...(values.by === undefined ? ['--by WHO'] : []),
+    ...(values.reason === undefined ? ['--reason TEXT'] : []),
+  ];
+  if (missing.length > 0) {
+    process.stderr.write(
+      `effectgate: operations resolve needs ${missing.join(', ')} (what you found, who you are and why are recorded with the decision)\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  if (extra.length > 0) {
+    process.stderr.write(
+      `effectgate: operations resolve takes one id, got ${positionals.length}\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  const input = flag(() =>
+    parseResolution(
+      parseName('operation id', id!),
+      { as: values.as, by: values.by, reason: values.reason, ref: values.ref },
+      'cli',
+      (field) => `--${field}`,
+    ),
+  );
+  const store = await openInspectionStore(resolveStoreUrl(values.store));
+  try {
+    const result = await store.addObservation(input);
+    if (values.json) writeJson(result);
+    else process.stdout.write(`${resolutionLines(result).join('\n')}\n`);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+/** What a resolution did, in words. */
+export function resolutionLines(r: ObservationResult): string[] {
+  const change = r.stateChange === null ? r.operationState : `${r.stateChange.from} -> ${r.stateChange.to}`;
+  const lines = [
+    `resolved ${printable(r.operationId)}: ${change} (observation ${printable(r.observationId)})`,
+  ];
+  if (r.key?.state === 'confirmed') {
+    const until =
+      r.key.windowEndsAt == null
+        ? 'with no end (a permanent window)'
+        : `until ${printable(r.key.windowEndsAt)}`;
+    lines.push(`  key confirmed ${until}: a repeat of this effect is answered as its duplicate`);
+  } else if (r.key?.state === 'released') {
+    lines.push(
+      '  key released: the next proposal of it is a retry of this operation, with the same idempotency key',
+    );
+  }
+  if (r.approvalsWithdrawn > 0)
+    lines.push(`  ${r.approvalsWithdrawn} approval(s) withdrawn: nothing is left to approve`);
+  return lines;
 }
 
 function countsLine(counts: Record<OperationState, number>): string {

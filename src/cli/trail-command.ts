@@ -186,8 +186,24 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
               ? 'the effect is there MORE THAN ONCE: duplicate_effect_confirmed'
               : 'absence proves little: the outcome stays unknown',
         );
-      } else {
+      } else if (e.kind === 'gate_restarted') {
         more('the gate stopped mid-dispatch; after the restart this attempt was marked sent_no_response');
+      } else if (e.kind === 'outcome_lost') {
+        more(
+          'no outcome was recorded before the reservation expired; the attempt was marked sent_no_response',
+        );
+      } else {
+        const refs = Array.isArray(f['refs']) ? f['refs'] : f['destinationRef'] ? [f['destinationRef']] : [];
+        more(
+          `by ${p(String(f['by'] ?? '?'))}${f['reason'] ? `: ${p(String(f['reason']))}` : ''}${f['status'] === undefined ? '' : `  status ${String(f['status'])}`}${refs.length > 0 ? `  ref ${p(refs.join(', '))}` : ''}${f['payloadFingerprint'] ? `  payload ${p(String(f['payloadFingerprint']))}` : ''}`,
+        );
+        more(
+          e.result === 'noted'
+            ? 'recorded as evidence; the state did not change'
+            : e.result === 'not_settled'
+              ? `it said ${p(String(f['settles'] ?? '?'))}, but the operation was already ${p(String(f['stateAtObservation'] ?? '?'))}: kept as evidence, nothing changed`
+              : `settled the operation as ${p(e.result)} (it was ${p(String(f['stateAtObservation'] ?? '?'))})`,
+        );
       }
       break;
     }

@@ -31,4 +31,11 @@ export {
 } from './store-socket.js';
 export type * from './types.js';
 export { uuidv7 } from './uuidv7.js';
-export { APPROVAL_STATES, OPERATION_STATES, RETRY_REASONS } from './vocabulary.js';
+export {
+  APPROVAL_STATES,
+  OBSERVATION_KINDS,
+  OPERATION_STATES,
+  POSTED_OBSERVATION_KINDS,
+  RETRY_REASONS,
+  SETTLED_STATES,
+} from './vocabulary.js';

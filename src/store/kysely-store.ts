@@ -18,8 +18,11 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
+  ObservationInput,
   ObservationRecord,
+  ObservationResult,
   OperationFilter,
+  OperationLookup,
   OperationRecord,
   OperationState,
   OutcomeInput,
@@ -203,6 +206,55 @@ export class KyselyStore implements Store {
       const approval = await this.getApproval(input.approvalId);
       if (approval === null) throw new EffectgateError('EG_ERR_NOT_FOUND', `no approval ${input.approvalId}`);
       return approval;
+    });
+  }
+
+  addObservation(input: ObservationInput): Promise<ObservationResult> {
+    return this.#guard('addObservation', async () => {
+      try {
+        const { rows } = await sql<{ result: ObservationResult }>`select eg_add_observation(${JSON.stringify(
+          input,
+        )}) as result`.execute(this.#db);
+        return rows[0]!.result;
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === 'EG404') throw new EffectgateError('EG_ERR_NOT_FOUND', messageOf(err), { cause: err });
+        if (code === 'EG409')
+          throw new EffectgateError('EG_ERR_OPERATION_STATE', messageOf(err), { cause: err });
+        throw err;
+      }
+    });
+  }
+
+  findOperations(lookup: OperationLookup): Promise<OperationRecord[]> {
+    return this.#guard('findOperations', async () => {
+      // The idempotency key the gate sends is the operation's id, for tools that inject one.
+      const ids =
+        'idempotencyKey' in lookup
+          ? sql<{ id: string }>`select id from operations
+              where id = ${lookup.idempotencyKey} and idempotency_header is not null`
+          : sql<{
+              id: string;
+            }>`select operation_id as id from attempts where destination_ref = ${lookup.destinationRef}
+              union select operation_id from observations
+                where facts ? 'destinationRef' and facts ->> 'destinationRef' = ${lookup.destinationRef}`;
+      const { rows } = await sql<{
+        id: string;
+      }>`select distinct id from (${ids}) found order by id limit 10`.execute(this.#db);
+      if (rows.length === 0) return [];
+      const ops = await this.#db
+        .selectFrom('operations')
+        .selectAll()
+        .where(
+          'id',
+          'in',
+          rows.map((r) => r.id),
+        )
+        .orderBy('created_at')
+        .orderBy('id')
+        .execute();
+      const attempts = await this.#attemptsOf(ops.map((r) => r.id));
+      return ops.map((r) => toOperation(r, attempts.get(r.id) ?? []));
     });
   }
 

@@ -37,6 +37,8 @@ export interface OperationsTable {
   supersedes_operation_id: string | null;
   /** The tool's unknown-outcome rule when the operation was created (migration 0003); NULL before. */
   unknown_rule: string | null;
+  /** The tool's dedupe window in ms when the operation was created; NULL = permanent, or older than 0007. */
+  window_ms: ColumnType<string | null, never, never>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

@@ -12,7 +12,7 @@ import type { Store } from './types.js';
  *
  * Access control is the file system: the socket is created 0600 by the gate's user, in the
  * store's own directory; whoever may read the database files may use it, nobody else. Only the
- * methods below are served: reads, approvals and recovery; never the hot path (`decide`,
+ * methods below are served: reads, approvals, observations and recovery; never the hot path (`decide`,
  * `recordOutcome`), so a command can only do what the operator commands could do anyway; nor
  * retention's removal (`pruneChain` alone would remove events no archive holds): `audit prune` on
  * an embedded store runs while no gate holds it.
@@ -29,6 +29,8 @@ const SERVED = [
   'listApprovals',
   'getApproval',
   'decideApproval',
+  'addObservation',
+  'findOperations',
   'recover',
   'getDecision',
   'listDecisions',

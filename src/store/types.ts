@@ -9,7 +9,14 @@
  * src/store/functions/, one file each; its README.md has their lock order and event shapes.
  */
 
-import type { APPROVAL_STATES, OPERATION_STATES, RETRY_REASONS } from './vocabulary.js';
+import type {
+  APPROVAL_STATES,
+  OBSERVATION_KINDS,
+  OPERATION_STATES,
+  POSTED_OBSERVATION_KINDS,
+  RETRY_REASONS,
+  SETTLED_STATES,
+} from './vocabulary.js';
 
 export interface Scope {
   readonly tenant: string;
@@ -320,15 +327,26 @@ export interface OperationRecord {
   readonly attempts: readonly AttemptRecord[];
 }
 
-/** Later evidence about an operation (DESIGN.md §3): a reconciliation lookup or a gate restart. */
+export type ObservationKind = (typeof OBSERVATION_KINDS)[number];
+export type PostedObservationKind = (typeof POSTED_OBSERVATION_KINDS)[number];
+export type SettledState = (typeof SETTLED_STATES)[number];
+
+/**
+ * Later evidence about an operation (DESIGN.md §3): a reconciliation lookup, a gate restart, a
+ * lost outcome, or evidence from outside the gate (an operator's decision, a callback, a
+ * read-back, a note: `addObservation`).
+ */
 export interface ObservationRecord {
   readonly id: string;
   readonly operationId: string;
+  /** The operation's latest attempt when the evidence came (for a lookup: the attempt it looked for). */
   readonly attemptId: string | null;
-  readonly kind: 'reconciliation' | 'gate_restarted' | 'outcome_lost';
+  readonly kind: ObservationKind;
   /**
    * `match` / `none` / `multiple` / `inconclusive` for a lookup; `marked_unknown` for a restart and
-   * for a reservation that expired without an outcome (`outcome_lost`).
+   * for a reservation that expired without an outcome (`outcome_lost`); for evidence from outside,
+   * the state it settled the operation in, `noted`, or `not_settled` (it claimed a state the
+   * operation could no longer take: `facts.stateAtObservation` says which it had).
    */
   readonly result: string;
   /** The observation's facts (for a lookup: endpoint, queryFingerprint, matches, remoteRefs, status, error). */
@@ -396,6 +414,51 @@ export interface ApprovalDecisionInput {
   /** approve only: how long the approved retry may wait to start; `null` = no expiry. */
   readonly ttlMs?: number | null;
 }
+
+/**
+ * Evidence from outside the gate for `addObservation`. Never the evidence's payload itself (it may
+ * hold secrets): its fingerprint.
+ */
+export interface ObservationInput {
+  readonly operationId: string;
+  readonly kind: 'operator_decision' | PostedObservationKind;
+  /** Who or what produced it: a person's login, a webhook's name. */
+  readonly by: string;
+  /** Why (an operator's decision), or what it says (a note). */
+  readonly reason: string | null;
+  /** The state it settles the operation in: required for `operator_decision`, never for `operator_note`. */
+  readonly settles: SettledState | null;
+  /** The status the evidence reports (a callback's, a read-back's), when it has one. */
+  readonly status: number | null;
+  /** The destination's reference for the effect (the created issue's URL, a refund's id). */
+  readonly destinationRef: string | null;
+  /** Every reference, for `duplicate_effect_confirmed` (the first is `destinationRef` when that is null). */
+  readonly refs: readonly string[];
+  /** `sha256:<hex>` of the evidence's payload as RFC 8785 JSON, or as given; also what makes a repeat delivery one observation. */
+  readonly payloadFingerprint: string | null;
+  /** Where it was recorded: `cli`, `api`, `page`. */
+  readonly source: string;
+}
+
+export interface ObservationResult {
+  readonly observationId: string;
+  readonly operationId: string;
+  readonly kind: ObservationInput['kind'];
+  /** The state it settled, `noted`, or `not_settled`. */
+  readonly result: string;
+  /** The operation's state after it. */
+  readonly operationState: OperationState;
+  readonly stateChange: { readonly from: OperationState; readonly to: OperationState } | null;
+  /** What happened to the operation's key: `confirmed` or `released`; `null` when it did not move. */
+  readonly key: { readonly state: 'confirmed' | 'released'; readonly windowEndsAt?: string | null } | null;
+  /** Open approval requests (or unused approvals) of the operation that it withdrew. */
+  readonly approvalsWithdrawn: number;
+  /** The same delivery was recorded before (same kind, payload fingerprint and claim): nothing was written. */
+  readonly alreadyRecorded: boolean;
+}
+
+/** How a caller that does not know our operation id names one (a webhook). */
+export type OperationLookup = { readonly idempotencyKey: string } | { readonly destinationRef: string };
 
 /** One attempt crash recovery found without an outcome and marked `sent_no_response`. */
 export interface RecoveredAttempt {
@@ -549,6 +612,18 @@ export interface Store {
    * `EG_ERR_APPROVAL_STATE` when the approval is not in a state the action applies to.
    */
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord>;
+  /**
+   * Appends evidence from outside the gate to an operation and, when it says so and the operation
+   * can take it, settles it (eg_add_observation.sql). Throws `EG_ERR_NOT_FOUND` for an unknown
+   * operation and `EG_ERR_OPERATION_STATE` for an operator's decision on one that cannot be
+   * settled (naming its state).
+   */
+  addObservation(input: ObservationInput): Promise<ObservationResult>;
+  /**
+   * The operations an idempotency key (the value the gate sent: an operation id whose tool injects
+   * one) or a destination reference (an attempt's, or one an observation brought) names; at most 10.
+   */
+  findOperations(lookup: OperationLookup): Promise<OperationRecord[]>;
   /**
    * Registers (or re-announces) a running gate process; `heartbeat` keeps it alive. A gate that
    * starts again under the same id starts a new life: its attempts recorded before this call are

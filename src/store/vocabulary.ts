@@ -36,3 +36,21 @@ export const RETRY_REASONS = Object.freeze([
   // The parent was answered MCP `input_required` (migration 0004): the later attempt continues it.
   'input_required',
 ] as const);
+
+/** DESIGN.md §3 "Observations": every kind of later evidence an operation can carry. */
+export const OBSERVATION_KINDS = Object.freeze([
+  'reconciliation',
+  'gate_restarted',
+  'outcome_lost',
+  // From outside the gate (migration 0007, eg_add_observation.sql):
+  'operator_decision',
+  'callback',
+  'read_back',
+  'operator_note',
+] as const);
+
+/** The kinds anyone holding the admin token may post (`operator_decision` is `operations resolve`). */
+export const POSTED_OBSERVATION_KINDS = Object.freeze(['callback', 'read_back', 'operator_note'] as const);
+
+/** The states evidence from outside can settle an unknown operation in. */
+export const SETTLED_STATES = Object.freeze(['succeeded', 'failed', 'duplicate_effect_confirmed'] as const);

@@ -443,6 +443,34 @@ for (const target of storeTargets()) {
       expect(dialogs).toEqual([]);
     });
 
+    it('resolves an unknown operation from its page: the operator decision is in the timeline and the key is confirmed', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key, { unknownRule: 'hold' }));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'unknown'));
+      const self = `${base}/ui/operations/${first.operationId}`;
+      await page.goto(self);
+      const form = page.locator('#resolve form');
+      await form.getByLabel('Found').selectOption('succeeded');
+      await form.getByLabel('By').fill('carol@acme.test');
+      await form.getByLabel('Reason').fill('the issue <is> there, created 10:02');
+      await form.getByLabel('Reference(s)').fill('https://github.com/acme/app/issues/77');
+      await form.getByRole('button', { name: 'Resolve' }).click();
+      await page.waitForURL(`**/ui/operations/${first.operationId}#observation-*`);
+      await expect(page.locator('section.hero').getAttribute('data-state')).resolves.toBe('succeeded');
+      expect(await page.locator('#resolve').count()).toBe(0);
+      const entry = await seen(page.locator('li[data-kind="observation"]').last());
+      expect(entry).toContain('operator_decision');
+      expect(entry).toContain('carol@acme.test');
+      expect(entry).toContain('the issue <is> there, created 10:02');
+      expect(entry).toContain('Settled the operation as succeeded (it was unknown)');
+
+      const repeat = await store.decide(reserve(newRun(), key, { unknownRule: 'hold' }));
+      expectVerdict(repeat, 'duplicate');
+      expect(repeat.source?.destinationRef).toBe('https://github.com/acme/app/issues/77');
+      expect(dialogs).toEqual([]);
+    });
+
     it('reads without JavaScript and escapes every store value', async () => {
       const noJs = await browser.newContext({
         javaScriptEnabled: false,

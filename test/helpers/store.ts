@@ -20,8 +20,11 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
+  ObservationInput,
   ObservationRecord,
+  ObservationResult,
   OperationFilter,
+  OperationLookup,
   OperationRecord,
   OperationState,
   OutcomeInput,
@@ -151,6 +154,14 @@ class TestStoreHandle implements TestStore {
 
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord> {
     return this.#inner.decideApproval(input);
+  }
+
+  addObservation(input: ObservationInput): Promise<ObservationResult> {
+    return this.#inner.addObservation(input);
+  }
+
+  findOperations(lookup: OperationLookup): Promise<OperationRecord[]> {
+    return this.#inner.findOperations(lookup);
   }
 
   registerInstance(id: string): ReturnType<Store['registerInstance']> {

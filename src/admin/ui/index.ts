@@ -25,6 +25,7 @@ import {
   parseName,
   parseOperationFilter,
 } from '../admin-input.js';
+import { parseResolution } from '../observation-input.js';
 import { loadOperationReport } from '../trail.js';
 import { renderApprovalsPage } from './approvals-page.js';
 import { renderErrorPage, renderLoginPage } from './login-page.js';
@@ -201,6 +202,22 @@ async function route(
     await checkedForm(req, token, identity);
     if (identity !== 'bearer') endSession(identity);
     return redirect(res, '/ui/login', { 'set-cookie': sessionCookie(null, overTls(req)) });
+  }
+  if (segments.length === 3 && first === 'operations' && third === 'resolve') {
+    if (method !== 'POST') throw methodNotAllowed('POST');
+    const id = parseName('operation id', second!);
+    const self = `/ui/operations/${encodeURIComponent(id)}`;
+    state.back = self;
+    const form = await checkedForm(req, token, identity);
+    // One reference per line (or separated by blanks): duplicate_effect_confirmed names each effect.
+    const refs = (form.get('ref') ?? '').split(/\s+/).filter((r) => r !== '');
+    const input = parseResolution(
+      id,
+      { as: form.get('as'), by: form.get('by'), reason: form.get('reason'), ref: refs },
+      'page',
+    );
+    const result = await ctx.store.addObservation(input);
+    return redirect(res, `${self}#observation-${encodeURIComponent(result.observationId)}`);
   }
   if (segments.length === 3 && first === 'approvals' && isApprovalAction(third!)) {
     if (method !== 'POST') throw methodNotAllowed('POST');

@@ -4,6 +4,8 @@
  * of decisions, attempts, observations and approval steps, then the approval cards.
  */
 import type { OperationState } from '../../store/index.js';
+import { SETTLED_STATES } from '../../store/index.js';
+import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
 import type {
   ApprovalEntry,
   AttemptEntry,
@@ -91,11 +93,34 @@ ${report.trail.timeline.map((e) => renderEntry(e, op.id, attemptNumbers))}
     html`${hero}
 <h1>Operation <code>${op.id}</code></h1>
 ${facts}
+${resolveForm(view)}
 <h2>Timeline</h2>
 ${timeline}
 <h2 id="approvals">Approvals</h2>
 ${cards}`,
   );
+}
+
+/**
+ * The operator's resolution (DESIGN.md §3 "Observations"), shown while nobody knows the outcome:
+ * `unknown`, or `open` (the store refuses one whose attempt is still in flight, and says so).
+ */
+function resolveForm(view: OperationView): Html | string {
+  const op = view.report.trail.operation;
+  if (op.state !== 'unknown' && op.state !== 'open') return '';
+  const action = `/ui/operations/${encodeURIComponent(op.id)}/resolve`;
+  return html`<section class="resolve" id="resolve">
+<h2>Resolve</h2>
+<p class="muted">Checked the destination? Record what you found. Succeeded or a confirmed duplicate keeps the key (a repeat is answered as a duplicate); failed releases it, so the next proposal is a retry of this operation with the same idempotency key. No attempt is changed.${op.state === 'open' ? ' An open operation can be resolved only once its attempt is past its deadline without an outcome.' : ''}</p>
+<form class="decide" method="post" action="${action}" aria-label="Resolve operation ${op.id}">
+  <input type="hidden" name="csrf" value="${view.csrf}">
+  <label>Found <select name="as" required>${SETTLED_STATES.map((s) => html`<option value="${s}">${s}</option>`)}</select></label>
+  <label>By <input name="by" required maxlength="${MAX_BY_CHARS}" placeholder="you@example.com" autocomplete="username"></label>
+  <label class="wide">Reason <input name="reason" required maxlength="${MAX_REASON_CHARS}" placeholder="what you checked and saw"></label>
+  <label class="wide">Reference(s) <textarea name="ref" rows="2" placeholder="the issue URL or refund id; one per line for a duplicate"></textarea></label>
+  <div class="buttons"><button type="submit" class="approve">Resolve</button></div>
+</form>
+</section>`;
 }
 
 function renderEntry(e: TrailEntry, self: string, attempts: ReadonlyMap<string, number>): Html {
@@ -217,12 +242,39 @@ function observationBody(e: ObservationEntry): Html {
               : 'Absence proves little: the outcome stays unknown.'
       }</b></p>`,
     );
-  } else {
+  } else if (e.kind === 'gate_restarted') {
     lines.push(
       html`<p>The gate stopped mid-dispatch; after the restart this attempt was marked sent_no_response.</p>`,
     );
+  } else if (e.kind === 'outcome_lost') {
+    lines.push(
+      html`<p>No outcome was recorded before the reservation expired; the attempt was marked sent_no_response.</p>`,
+    );
+  } else {
+    lines.push(outsideEvidence(e, f));
   }
   return join(lines);
+}
+
+/** An operator's decision, a callback, a read-back or a note: who said what, and what it settled. */
+function outsideEvidence(e: ObservationEntry, f: Record<string, unknown>): Html {
+  const refs = Array.isArray(f['refs'])
+    ? (f['refs'] as unknown[])
+    : f['destinationRef']
+      ? [f['destinationRef']]
+      : [];
+  const said = html`by <b>${String(f['by'] ?? '?')}</b>${f['reason'] ? html`: ${String(f['reason'])}` : ''}${
+    f['status'] === undefined ? '' : html` · status ${String(f['status'])}`
+  }${refs.length > 0 ? html` · ref ${join(refs.map(refHtml), ', ')}` : ''}${
+    f['payloadFingerprint'] ? html` · payload <code>${String(f['payloadFingerprint'])}</code>` : ''
+  }`;
+  const meaning =
+    e.result === 'noted'
+      ? 'Recorded as evidence; the state did not change.'
+      : e.result === 'not_settled'
+        ? `It said ${String(f['settles'] ?? '?')}, but the operation was already ${String(f['stateAtObservation'] ?? '?')}: kept as evidence, nothing changed.`
+        : `Settled the operation as ${e.result} (it was ${String(f['stateAtObservation'] ?? '?')}).`;
+  return html`<p class="wrap">${said}</p><p><b>${meaning}</b></p>`;
 }
 
 /** A remote reference: shown as text (never a link: the URL came from a destination's response). */

@@ -1,7 +1,8 @@
 -- A new operation with its first attempt (the key, if any, is already reserved for it).
 -- p_supersedes: the operation this one forks from; p_extra: { observation, approval, outcomeLost,
 -- closedOperation } facts (closedOperation: the operation that awaited input and was cancelled).
--- The tool's unknown rule is recorded with the operation, so recovery needs no policies.
+-- The tool's unknown rule and dedupe window are recorded with the operation, so recovery and an
+-- operator's resolution (eg_add_observation) need no policies.
 create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, p_expires_at timestamptz,
     p_supersedes text, p_extra jsonb) returns json language plpgsql as $$
   declare
@@ -9,11 +10,11 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
     v_scope jsonb := p -> 'scope';
   begin
     insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
-      run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule)
+      run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule, window_ms)
     values (v_op, p ->> 'toolId', v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', 'open',
       p_key_hash, case when p_key_hash is null then null else p -> 'key' -> 'values' end,
       p ->> 'idempotencyHeader', p ->> 'runId', p ->> 'step', p ->> 'worker', p ->> 'agentVersion', p_supersedes,
-      p ->> 'unknownRule');
+      p ->> 'unknownRule', case when p_key_hash is not null then (p -> 'key' ->> 'windowMs')::numeric::bigint end);
     perform eg_insert_attempt(p, v_op, 1, null, null, null, 1);
     perform eg_decided(p, p_input, 'allow', p ->> 'keyError', v_op, p ->> 'newAttemptId', p_key_hash, v_op,
       json_build_object(

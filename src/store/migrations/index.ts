@@ -5,6 +5,7 @@ import { migration0003 } from './0003-lost-outcomes/index.js';
 import { migration0004 } from './0004-input-continuations/index.js';
 import { migration0005 } from './0005-chain-append/index.js';
 import { migration0006 } from './0006-event-retention/index.js';
+import { migration0007 } from './0007-observations-from-outside/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -22,6 +23,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0004-input-continuations': migration0004,
   '0005-chain-append': migration0005,
   '0006-event-retention': migration0006,
+  '0007-observations-from-outside': migration0007,
 };
 
 export const migrationProvider: MigrationProvider = {
