@@ -235,7 +235,7 @@ async function postObservation(ctx: AdminApiContext, [rawId]: readonly string[])
   const id = idOf('operation id', rawId!);
   const body = await readJsonObject(ctx.req);
   onlyMembers(body, OBSERVATION_FIELDS, OBSERVATION_FIELDS.join(', '));
-  return ctx.store.addObservation(parseObservation(id, body));
+  return ctx.store.addObservation(parseObservation(id, body, await ctx.store.authorityKey()));
 }
 
 /** A webhook knows the idempotency key the gate sent or the destination's reference, not our id. */
@@ -266,7 +266,7 @@ async function postObservationByLookup(ctx: AdminApiContext): Promise<unknown> {
     }
     id = found[0]!.id;
   }
-  return ctx.store.addObservation(parseObservation(id, rest));
+  return ctx.store.addObservation(parseObservation(id, rest, await ctx.store.authorityKey()));
 }
 
 function onlyMembers(body: Readonly<Record<string, unknown>>, allowed: readonly string[], use: string): void {

@@ -37,6 +37,11 @@ const MAX_NAME_CHARS = 256;
 const CONTROL = /[\u0000-\u001f\u007f]/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const CONTROL_BUT_TAB_NEWLINE = /[\u0000-\u0008\u000b-\u001f\u007f]/;
+/**
+ * A lone UTF-16 surrogate (JSON's `"\ud800"` parses to one): not text, and PostgreSQL's jsonb
+ * refuses it, so it is refused here as bad input instead of failing in the store as an outage.
+ */
+export const LONE_SURROGATE = /\p{Cs}/u;
 
 export function parseOperationState(name: string, value: string): OperationState {
   const state = OPERATION_STATES.find((s) => s === value);
@@ -100,7 +105,12 @@ function isCalendarDate(year: number, month: number, day: number): boolean {
 
 /** An id, tool id or tenant: 1..256 characters, no control characters. */
 export function parseName(name: string, value: string): string {
-  if (value.length === 0 || value.length > MAX_NAME_CHARS || CONTROL.test(value)) {
+  if (
+    value.length === 0 ||
+    value.length > MAX_NAME_CHARS ||
+    CONTROL.test(value) ||
+    LONE_SURROGATE.test(value)
+  ) {
     throw new InputError(
       `${name} must be 1 to ${MAX_NAME_CHARS} characters without control characters; got ${quote(truncate(value, 60))}`,
     );
@@ -162,7 +172,7 @@ export function parsePositiveDuration(name: string, value: string): number {
 export function parseDecidedBy(name: string, value: unknown): string {
   const text = typeof value === 'string' ? value.trim() : '';
   const chars = [...text].length;
-  if (chars === 0 || chars > MAX_BY_CHARS || CONTROL.test(text)) {
+  if (chars === 0 || chars > MAX_BY_CHARS || CONTROL.test(text) || LONE_SURROGATE.test(text)) {
     throw new InputError(
       `${name} must name who decides: 1 to ${MAX_BY_CHARS} characters without control characters (e.g. a login or an email)`,
     );
@@ -174,7 +184,12 @@ export function parseDecidedBy(name: string, value: unknown): string {
 export function parseDecisionReason(name: string, value: unknown): string {
   const text = typeof value === 'string' ? value.trim() : '';
   const chars = [...text].length;
-  if (chars === 0 || chars > MAX_REASON_CHARS || CONTROL_BUT_TAB_NEWLINE.test(text)) {
+  if (
+    chars === 0 ||
+    chars > MAX_REASON_CHARS ||
+    CONTROL_BUT_TAB_NEWLINE.test(text) ||
+    LONE_SURROGATE.test(text)
+  ) {
     throw new InputError(
       `${name} must say why: 1 to ${MAX_REASON_CHARS} characters without control characters other than tab and newline`,
     );

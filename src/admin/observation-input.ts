@@ -5,10 +5,12 @@
  * (`POST /api/operations/:id/observations`, `POST /api/observations`). One set of rules for every
  * door; each turns `InputError` into its own refusal.
  *
- * Secrets: a posted payload is never stored, only its fingerprint (RFC 8785 JSON, SHA-256), so a
- * webhook body carrying a customer's card or a signing secret cannot leak into the trail.
+ * Secrets: a posted payload is never stored, only its fingerprint (RFC 8785 JSON, HMAC-SHA-256
+ * under the store's authority key, so a short secret in it cannot be found again by hashing
+ * guesses), so a webhook body carrying a customer's card or a signing secret cannot leak into the
+ * trail.
  */
-import { canonicalJson, sha256Ref } from '../engine/index.js';
+import { canonicalJson, hmacRef } from '../engine/index.js';
 import {
   type ObservationInput,
   type OperationLookup,
@@ -17,7 +19,7 @@ import {
   SETTLED_STATES,
   type SettledState,
 } from '../store/index.js';
-import { InputError, parseDecidedBy, parseDecisionReason, parseName } from './admin-input.js';
+import { InputError, LONE_SURROGATE, parseDecidedBy, parseDecisionReason, parseName } from './admin-input.js';
 
 /** A destination reference is a URL or an id: at most this long. */
 export const MAX_REF_CHARS = 2000;
@@ -53,7 +55,7 @@ export function parseSettledState(name: string, value: unknown): SettledState {
 /** One destination reference (a URL or an id): 1..2000 characters, no control characters. */
 export function parseRef(name: string, value: unknown): string {
   const text = typeof value === 'string' ? value.trim() : '';
-  if (text.length === 0 || text.length > MAX_REF_CHARS || CONTROL.test(text)) {
+  if (text.length === 0 || text.length > MAX_REF_CHARS || CONTROL.test(text) || LONE_SURROGATE.test(text)) {
     throw new InputError(
       `${name} must be the destination's reference (a URL or an id): 1 to ${MAX_REF_CHARS} characters without control characters`,
     );
@@ -97,11 +99,13 @@ export function parseResolution(
 
 /**
  * An observation a destination (a callback), an agent (a read-back) or an operator (a note)
- * posts. `payload` is fingerprinted here and dropped; `payload_fingerprint` is taken as given.
+ * posts. `payload` is fingerprinted here with `fingerprintKey` and dropped; `payload_fingerprint`
+ * is taken as given.
  */
 export function parseObservation(
   operationId: string,
   body: Readonly<Record<string, unknown>>,
+  fingerprintKey: string,
 ): ObservationInput {
   const kind = body['kind'];
   if (typeof kind !== 'string' || !(POSTED_OBSERVATION_KINDS as readonly string[]).includes(kind)) {
@@ -137,7 +141,7 @@ export function parseObservation(
     refs: [],
     payloadFingerprint:
       body['payload'] !== undefined
-        ? payloadFingerprint(body['payload'])
+        ? payloadFingerprint(body['payload'], fingerprintKey)
         : body['payload_fingerprint'] === undefined
           ? null
           : parseFingerprint(body['payload_fingerprint']),
@@ -161,10 +165,15 @@ export function parseOperationSelector(value: unknown): { readonly id: string } 
   throw new InputError(`operation: unknown member ${show(name)}; ${ways}`);
 }
 
-/** `sha256:<hex>` of the payload as RFC 8785 JSON: what the trail keeps of it. */
-export function payloadFingerprint(payload: unknown): string {
+/**
+ * `hmac-sha256:<hex>` of the payload as RFC 8785 JSON, keyed: what the trail keeps of it. A number
+ * JSON cannot carry exactly (an integer beyond 2^53) is refused: two deliveries differing only in
+ * it would read as one.
+ */
+export function payloadFingerprint(payload: unknown, key: string): string {
   let text: string;
   try {
+    refuseInexactIntegers(payload);
     text = canonicalJson(payload);
   } catch (err) {
     // A payload nested deeper than the stack (the body limit allows ~30k levels) is refused, not a crash.
@@ -174,7 +183,20 @@ export function payloadFingerprint(payload: unknown): string {
         : `payload: ${(err as Error).message}`,
     );
   }
-  return sha256Ref(text);
+  return hmacRef(key, text);
+}
+
+function refuseInexactIntegers(value: unknown): void {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) {
+      throw new InputError(
+        `payload holds the number ${v}, beyond what a JSON number carries exactly (2^53): send payload_fingerprint (your own hash of the raw body) instead`,
+      );
+    }
+    if (typeof v === 'object' && v !== null) for (const child of Object.values(v)) stack.push(child);
+  }
 }
 
 function parseFingerprint(value: unknown): string {

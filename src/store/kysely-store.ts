@@ -228,16 +228,21 @@ export class KyselyStore implements Store {
 
   findOperations(lookup: OperationLookup): Promise<OperationRecord[]> {
     return this.#guard('findOperations', async () => {
-      // The idempotency key the gate sends is the operation's id, for tools that inject one.
+      // The idempotency key the gate sends is the operation's id, for tools that inject one. A
+      // reference is the destination's word when an attempt's response carried it; only when none
+      // did, one that evidence brought and settled the operation with (a note's reference, or a
+      // claim that did not settle, must not make a webhook's lookup ambiguous).
       const ids =
         'idempotencyKey' in lookup
           ? sql<{ id: string }>`select id from operations
               where id = ${lookup.idempotencyKey} and idempotency_header is not null`
-          : sql<{
-              id: string;
-            }>`select operation_id as id from attempts where destination_ref = ${lookup.destinationRef}
+          : sql<{ id: string }>`with seen as (
+                select operation_id as id from attempts where destination_ref = ${lookup.destinationRef})
+              select id from seen
               union select operation_id from observations
-                where facts ? 'destinationRef' and facts ->> 'destinationRef' = ${lookup.destinationRef}`;
+                where facts ? 'destinationRef' and facts ->> 'destinationRef' = ${lookup.destinationRef}
+                  and result in ('succeeded', 'failed', 'duplicate_effect_confirmed')
+                  and not exists (select 1 from seen)`;
       const { rows } = await sql<{
         id: string;
       }>`select distinct id from (${ids}) found order by id limit 10`.execute(this.#db);

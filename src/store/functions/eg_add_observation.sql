@@ -5,7 +5,7 @@
 --
 -- Settling (`settles`: succeeded | failed | duplicate_effect_confirmed) applies only to an operation
 -- whose outcome nobody knows: `unknown`, or `open` with its latest attempt past its deadline and
--- still without an outcome (its gate lost track of it). An attempt is never edited: the evidence
+-- still without an outcome (its gate lost track of it; then not as failed, see below). An attempt is never edited: the evidence
 -- sits beside it. The key follows the operation, as a recorded outcome would move it: succeeded
 -- and duplicate_effect_confirmed confirm it (for the window recorded with the operation, from now;
 -- the proposal that repeats it is a duplicate pointing here), failed releases it (the next
@@ -63,11 +63,23 @@ begin
   select * into v_op from operations where id = v_op_id for update;
   select * into v_att from attempts where operation_id = v_op_id order by number desc limit 1;
 
+  -- failed is never taken while the latest attempt has no outcome at all: the gate that sent it may
+  -- still record "sent, no response", and a key released meanwhile would let the next proposal
+  -- go out as a plain retry of a write that may have happened. Recovery (or the gate) makes it
+  -- unknown first; then it can be resolved as failed.
+  v_settleable := v_op.state = 'unknown'
+    or (v_op.state = 'open' and v_att.id is not null and v_att.dispatch_state is null and v_att.deadline_at < now()
+      and v_to is distinct from 'failed');
+
+  -- The same delivery again is the same observation, unless it could not settle then and can now
+  -- (a webhook that beat the response, redelivered once the operation became unknown).
   if p ->> 'payloadFingerprint' is not null then
     select * into v_prior from observations
       where operation_id = v_op_id and kind = v_kind and facts ->> 'payloadFingerprint' = p ->> 'payloadFingerprint'
         and (facts ->> 'settles') is not distinct from v_to
-      order by created_at, id limit 1;
+        and not (result = 'not_settled' and v_settleable)
+      -- the delivery that settled, if one did
+      order by result = 'not_settled', created_at, id limit 1;
     if found then
       return json_build_object('observationId', v_prior.id, 'operationId', v_op_id, 'kind', v_kind,
         'result', v_prior.result, 'operationState', v_op.state, 'stateChange', null, 'key', null,
@@ -75,10 +87,11 @@ begin
     end if;
   end if;
 
-  v_settleable := v_op.state = 'unknown'
-    or (v_op.state = 'open' and v_att.id is not null and v_att.dispatch_state is null and v_att.deadline_at < now());
   if v_to is not null and not v_settleable then
     v_why := case
+      when v_op.state = 'open' and v_att.dispatch_state is null and v_att.deadline_at < now() then format(
+        'its attempt %s has no outcome yet, and the gate that sent it may still record one; it can be resolved as failed once it is unknown (effectgate recover marks a dead gate''s attempts)',
+        v_att.number)
       when v_op.state = 'open' and v_att.dispatch_state is null then format(
         'its attempt %s is still in flight (deadline %s): its own outcome will settle it', v_att.number,
         eg_iso(v_att.deadline_at))

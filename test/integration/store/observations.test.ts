@@ -324,18 +324,84 @@ for (const target of storeTargets()) {
       expect((await keyRow(key))?.['state']).toBe('confirmed');
     });
 
-    it('an operator note never settles; a reference it brings finds the operation', async () => {
+    it("an operator note never settles, and its reference does not route a webhook; a settling callback's does when no response carried it", async () => {
       const key = newKey();
       const first = await unknownOperation(store, key);
+      const ticket = `ticket-${key.hash.slice(0, 8)}`;
       const note = await store.addObservation({
         ...decision(first.operationId, null),
         kind: 'operator_note',
         reason: 'asked the customer; waiting for an answer',
-        destinationRef: `ticket-${key.hash.slice(0, 8)}`,
+        destinationRef: ticket,
       });
       expect(note).toMatchObject({ result: 'noted', operationState: 'unknown', stateChange: null });
-      const found = await store.findOperations({ destinationRef: `ticket-${key.hash.slice(0, 8)}` });
-      expect(found.map((o) => o.id)).toEqual([first.operationId]);
+      expect(await store.findOperations({ destinationRef: ticket })).toEqual([]);
+
+      const ref = `re_${key.hash.slice(0, 10)}`;
+      await store.addObservation(
+        callback(first.operationId, { destinationRef: ref, payloadFingerprint: 'sha256:cc03' }),
+      );
+      expect((await store.findOperations({ destinationRef: ref })).map((o) => o.id)).toEqual([
+        first.operationId,
+      ]);
+      // A reference an attempt's response carried wins over one only evidence brought.
+      const other = await unknownOperation(
+        store,
+        newKey(),
+        {},
+        { dispatchState: 'response_received', status: 202, destinationRef: ref, error: null },
+      );
+      expect((await store.findOperations({ destinationRef: ref })).map((o) => o.id)).toEqual([
+        other.operationId,
+      ]);
+    });
+
+    it('a webhook that beat the response is not_settled; the same delivery again, once the operation is unknown, settles it', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key, { deadlineMs: 60_000 }));
+      expectVerdict(first, 'allow');
+      const early = await store.addObservation(
+        callback(first.operationId, { payloadFingerprint: 'sha256:dd04' }),
+      );
+      expect(early.result).toBe('not_settled');
+      await store.recordOutcome(outcome(first, key, 'unknown'));
+      const again = await store.addObservation(
+        callback(first.operationId, { payloadFingerprint: 'sha256:dd04' }),
+      );
+      expect(again).toMatchObject({
+        alreadyRecorded: false,
+        result: 'succeeded',
+        operationState: 'succeeded',
+      });
+      const third = await store.addObservation(
+        callback(first.operationId, { payloadFingerprint: 'sha256:dd04' }),
+      );
+      expect(third).toMatchObject({ alreadyRecorded: true, observationId: again.observationId });
+    });
+
+    it('an attempt with no outcome at all is never resolved as failed: the gate that sent it may still say it went out', async () => {
+      const key = newKey();
+      const lost = await store.decide(reserve(newRun(), key, { deadlineMs: 1 }));
+      expectVerdict(lost, 'allow');
+      await sleep(20);
+      await expect(store.addObservation(decision(lost.operationId, 'failed'))).rejects.toMatchObject({
+        code: 'EG_ERR_OPERATION_STATE',
+        message: expect.stringMatching(/attempt 1 has no outcome yet/),
+      });
+      const cb = await store.addObservation(
+        callback(lost.operationId, { settles: 'failed', payloadFingerprint: 'sha256:ee05' }),
+      );
+      expect(cb).toMatchObject({ result: 'not_settled', operationState: 'open' });
+      // The gate records what it saw: sent, no response. Now failed can be decided, and the key
+      // is released only then; a proposal before that is held, never a plain retry.
+      await store.recordOutcome(outcome(lost, key, 'unknown'));
+      const held = await store.decide(reserve(newRun(), key));
+      expectVerdict(held, 'hold');
+      const resolved = await store.addObservation(decision(lost.operationId, 'failed'));
+      expect(resolved).toMatchObject({
+        stateChange: { from: 'unknown', to: 'failed' },
+        key: { state: 'released' },
+      });
     });
 
     it('finds an operation by the idempotency key it sent, and only one that sent one', async () => {

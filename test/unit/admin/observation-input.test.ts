@@ -56,10 +56,20 @@ describe('parseResolution', () => {
 
 describe('parseObservation', () => {
   it('keeps only the fingerprint of a payload, the same for any member order', () => {
-    const a = parseObservation('op-1', { kind: 'callback', by: 'hook', payload: { b: 1, a: 'secret-x' } });
-    const b = parseObservation('op-1', { kind: 'callback', by: 'hook', payload: { a: 'secret-x', b: 1 } });
-    expect(a.payloadFingerprint).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const a = parseObservation(
+      'op-1',
+      { kind: 'callback', by: 'hook', payload: { b: 1, a: 'secret-x' } },
+      'k1',
+    );
+    const b = parseObservation(
+      'op-1',
+      { kind: 'callback', by: 'hook', payload: { a: 'secret-x', b: 1 } },
+      'k1',
+    );
+    expect(a.payloadFingerprint).toMatch(/^hmac-sha256:[0-9a-f]{32}$/);
     expect(a.payloadFingerprint).toBe(b.payloadFingerprint);
+    // Keyed: without the store's key, hashing guesses of a short secret finds nothing.
+    expect(payloadFingerprint({ a: 'secret-x', b: 1 }, 'k2')).not.toBe(a.payloadFingerprint);
     expect(JSON.stringify(a)).not.toContain('secret-x');
     expect(a).toMatchObject({
       settles: null,
@@ -79,14 +89,29 @@ describe('parseObservation', () => {
     [{ kind: 'callback', by: 'x', status: '200' }, /HTTP status code/],
     [{ kind: 'callback', by: 'x', payload: {}, payload_fingerprint: 'sha256:00' }, /not both/],
     [{ kind: 'callback', by: 'x', payload_fingerprint: 'md5 of it' }, /sha256:<hex>/],
+    // Two deliveries differing only in a number beyond 2^53 would read as one.
+    [
+      { kind: 'callback', by: 'x', payload: { event: { id: 12345678901234567890 } } },
+      /beyond what a JSON number carries/,
+    ],
+    // A lone surrogate is not text (jsonb refuses it): bad input, never a store outage.
+    [{ kind: 'callback', by: 'x\ud800' }, /by must name/],
+    [{ kind: 'operator_note', by: 'x', note: 'half \udc00 a pair' }, /note must say why/],
+    [{ kind: 'callback', by: 'x', destination_ref: 're_\ud800' }, /destination_ref must be/],
   ])('refuses %j', (body, message) => {
-    expect(() => parseObservation('op-1', body)).toThrow(message);
+    expect(() => parseObservation('op-1', body, 'k1')).toThrow(message);
+  });
+
+  it('takes a whole emoji (a surrogate pair) as text', () => {
+    expect(parseObservation('op-1', { kind: 'operator_note', by: 'ana 👩‍💻', note: 'ok ✅' }, 'k1').by).toBe(
+      'ana 👩‍💻',
+    );
   });
 
   it('refuses a payload nested deeper than the stack, without crashing', () => {
     let deep: unknown = 0;
     for (let i = 0; i < 200_000; i++) deep = [deep];
-    expect(() => payloadFingerprint(deep)).toThrow(/nests too deep/);
+    expect(() => payloadFingerprint(deep, 'k1')).toThrow(/nests too deep/);
   });
 });
 
