@@ -65,6 +65,7 @@ export function reserveInput(title: string, runId: string): ReserveInput {
     retryBudget: 3,
     unknownRule: 'hold',
     onExpired: 'unknown',
+    claimedOperationId: null,
     clientRetryReason: null,
     reconciliation: null,
     gateInstance: null,

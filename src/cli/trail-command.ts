@@ -162,6 +162,10 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
       head(
         `attempt #${e.number}  ${paint(e.dispatch_state === 'response_received' ? 'green' : 'yellow', p(e.dispatch_state ?? 'in flight'))}  ${p(e.destination.method)} ${p(e.destination.host)} ${p(e.destination.path)}`,
       );
+      // Who made it: the run, and the delegated worker when one did (DESIGN.md §3 "Delegation").
+      more(
+        `by run ${p(e.run_id)}${e.step ? ` step ${p(e.step)}` : ''}${e.worker ? `  worker ${p(e.worker)}` : ''}`,
+      );
       if (e.retry_of_number !== null)
         more(
           `retry of #${e.retry_of_number}: reason ${p(e.retry_reason ?? 'none in the closed set')}, decision ${p(e.retry_decision)}, ${e.remaining_attempts ?? '?'} attempt(s) left; ${e.fingerprint_changed ? 'request CHANGED' : 'same request'}`,

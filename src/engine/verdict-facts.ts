@@ -131,6 +131,21 @@ export function blockFacts(
       extra: { reason: 'key_value_invalid', invalid: problems.split(', ') },
     };
   }
+  if (reason.startsWith('delegation_')) {
+    // Effectgate-Operation named an operation this proposal cannot be an attempt of (eg_delegated.sql).
+    const cut = reason.indexOf(':');
+    return {
+      verdict: 'block',
+      status: 422,
+      title: 'Not an attempt of the named operation',
+      detail: `Effectgate-Operation says this request acts on an existing operation of tool ${tool.id}, but ${cut < 0 ? reason : reason.slice(cut + 1).trim()}. The gate refused it and sent nothing: a delegated worker carries the id of the very operation it performs, with the same request.`,
+      tool,
+      decisionId,
+      operationId,
+      operationHeader: false,
+      extra: { reason: cut < 0 ? reason : reason.slice(0, cut) },
+    };
+  }
   if (reason === 'retry_budget_exhausted') {
     return {
       verdict: 'block',

@@ -146,6 +146,11 @@ export interface ReserveInput extends DecideCommon {
    * lets this proposal go out again as `curator_accepted_risk`.
    */
   readonly onExpired: 'unknown' | 'retry';
+  /**
+   * `Effectgate-Operation` from a delegated worker (DESIGN.md §3 "Delegation"): the operation this
+   * proposal is an attempt of, never a new one (eg_delegated.sql); `null` when none was sent.
+   */
+  readonly claimedOperationId: string | null;
   /** `operator_requested` when the client sent `Effectgate-Retry-Reason: operator_requested`. */
   readonly clientRetryReason: 'operator_requested' | null;
   /**

@@ -181,6 +181,7 @@ function attemptBody(e: AttemptEntry): Html {
   const dispatch = e.dispatch_state ?? 'in flight';
   const lines: Html[] = [
     html`<p class="head"><span class="kind">attempt</span> <b>#${e.number}</b> <span class="badge d-${e.dispatch_state ?? 'inflight'}">${dispatch}</span> <span class="wrap">${d.method} ${d.host}${defaultPort ? '' : `:${d.port}`} ${d.path}</span></p>`,
+    html`<p class="by">by run <code>${e.run_id}</code>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker <b class="worker">${e.worker}</b>` : ''}</p>`,
   ];
   if (e.retry_of_number !== null) {
     lines.push(

@@ -60,6 +60,16 @@ begin
       'operationId', null);
   end if;
 
+  -- (a2) A delegated worker's proposal (Effectgate-Operation) is an attempt of the operation it
+  -- names, never a new one: eg_delegated refuses a claim that cannot be, answers one whose effect
+  -- is done, and otherwise lets the steps below treat it as that operation's next proposal.
+  if p ->> 'claimedOperationId' is not null then
+    v_result := eg_delegated(p, p_input);
+    if v_result is not null then
+      return v_result;
+    end if;
+  end if;
+
   -- (b) No duplicate recognition: every proposal is a new operation.
   if jsonb_typeof(v_key) is distinct from 'object' then
     return eg_allow_new(p, p_input, null, null, null, null);
@@ -211,6 +221,9 @@ begin
         or v_fork_of is not null
         or (v_window is not null and k.created_at + v_window <= now())
         or k.attempt_number - k.input_rounds < v_budget)
+      -- A delegated proposal takes the key only as the next attempt of the operation it names.
+      and (p ->> 'claimedOperationId' is null or (v_fork_of is null and k.operation_id = p ->> 'claimedOperationId'
+        and k.state <> 'confirmed' and (v_window is null or k.created_at + v_window > now())))
     returning k.operation_id, k.attempt_number, k.input_rounds into v_op, v_number, v_rounds;
 
     if found and v_op = v_new_op then
@@ -254,6 +267,14 @@ begin
           'observation', v_obs));
       return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
         'operationId', v_row.operation_id);
+    end if;
+    -- A delegated proposal the upsert refused (its operation's window ended, or a later operation
+    -- took the key meanwhile): eg_delegated says which.
+    if p ->> 'claimedOperationId' is not null and v_row.state in ('released', 'pending') then
+      v_result := eg_delegated(p, p_input);
+      if v_result is not null then
+        return v_result;
+      end if;
     end if;
     -- Confirmed or unknown: answered at the top of the loop. Anything else changed under us: again.
   end loop;

@@ -181,6 +181,7 @@ describe('gate lifecycle', () => {
           retryBudget: 3,
           unknownRule: 'hold',
           onExpired: 'unknown',
+          claimedOperationId: null,
           clientRetryReason: null,
           reconciliation: null,
           gateInstance: instanceId,

@@ -67,6 +67,7 @@ export function reserve(
     retryBudget: 3,
     unknownRule: 'hold',
     onExpired: 'unknown',
+    claimedOperationId: null,
     clientRetryReason: null,
     reconciliation: null,
     gateInstance: null,
