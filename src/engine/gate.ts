@@ -26,6 +26,7 @@ import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
 import { GovernedAddresses, governedLookup, type ResolveGovernedHosts } from './governed-addresses.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
+import { UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
 import { isRetryable, type OutboxResult, type OutcomeOutbox } from './outcome-outbox.js';
 import {
   ambiguousRouteResponse,
@@ -316,12 +317,16 @@ export class Gate implements GateHandler {
   ): Promise<GateResponse> {
     const { tool, args, common, key, keyError } = p;
     const o = this.#o;
-    if (p.block) {
+    // A delegation claim the gate cannot read is refused, never ignored (normalize-head.ts).
+    const unreadableClaim = request.context.operation === UNREADABLE_OPERATION_CLAIM;
+    if (p.block || unreadableClaim) {
       const r = await o.store.decide({
         ...common,
         kind: 'block',
         decisionId: uuidv7(),
-        reason: keyError ?? 'blocked',
+        reason: unreadableClaim
+          ? 'delegation_unreadable_header: Effectgate-Operation must be exactly one operation id (it was repeated, empty, longer than 200 characters or held control characters)'
+          : (keyError ?? 'blocked'),
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);

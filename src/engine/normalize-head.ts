@@ -21,6 +21,14 @@ export interface RawRequestHead {
 /** Longest context value accepted; longer ones are ignored rather than truncated (DESIGN.md §4.2). */
 export const MAX_CONTEXT_VALUE_LENGTH = 200;
 
+/**
+ * `context.operation` when `Effectgate-Operation` was sent but cannot be read as one operation id
+ * (repeated, too long, control characters; a blank one claims nothing). Unlike a run or a step it is a claim the
+ * protocol acts on (DESIGN.md §3 "Delegation"), so it is never dropped, which would turn a
+ * worker's attempt into a new operation: the gate refuses it (gate.ts). Not an id: it has spaces.
+ */
+export const UNREADABLE_OPERATION_CLAIM = '(unreadable Effectgate-Operation)';
+
 const CONTEXT_PREFIX = 'effectgate-';
 const PROXY_PREFIX = 'proxy-';
 
@@ -39,11 +47,17 @@ export function normalizeHead(raw: RawRequestHead): GateRequestHead {
   const named = connectionNamedHeaders(raw.headers);
   const headers: Record<string, string | string[]> = {};
   const context: Record<string, string> = {};
+  const claims: string[] = [];
 
   for (const name of Object.keys(raw.headers)) {
     const value = raw.headers[name];
     if (value === undefined) continue;
     const lower = name.toLowerCase();
+    if (lower === OPERATION_HEADER) {
+      // Every spelling and repetition of it, however the front door delivered them.
+      claims.push(...(Array.isArray(value) ? value : [value]));
+      continue;
+    }
     if (lower.startsWith(CONTEXT_PREFIX)) {
       const accepted = contextValue(value);
       if (accepted !== null) context[lower.slice(CONTEXT_PREFIX.length)] = accepted;
@@ -69,7 +83,7 @@ export function normalizeHead(raw: RawRequestHead): GateRequestHead {
     path: normalizePath(path),
     query,
     headers,
-    context: toContext(context),
+    context: toContext(withClaim(context, operationClaim(claims))),
   };
 }
 
@@ -143,6 +157,23 @@ function splitTarget(pathAndQuery: string): { path: string; query: string } {
   const query = q === -1 ? '' : target.slice(q + 1);
   // RFC 9112 §3.2.1: an empty path is sent as "/".
   return { path: path === '' ? '/' : path, query };
+}
+
+const OPERATION_HEADER = `${CONTEXT_PREFIX}operation`;
+
+/**
+ * One readable operation id, or `UNREADABLE_OPERATION_CLAIM` (node:http joins repeats with ", ");
+ * `null` when every value is blank: an empty header claims nothing (templated clients send one).
+ */
+function operationClaim(values: readonly string[]): string | null {
+  const given = values.filter((v) => v.trim() !== '');
+  if (given.length === 0) return null;
+  const one = given.length === 1 ? contextValue(given[0]!) : null;
+  return one === null || one.includes(',') ? UNREADABLE_OPERATION_CLAIM : one;
+}
+
+function withClaim(context: Record<string, string>, claim: string | null): Record<string, string> {
+  return claim === null ? context : { ...context, operation: claim };
 }
 
 function contextValue(value: string | string[]): string | null {

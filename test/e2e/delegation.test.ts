@@ -47,6 +47,14 @@ for (const target of storeTargets()) {
       expect(bogus.json).toMatchObject({ verdict: 'block', reason: 'delegation_unknown_operation' });
       expect(String(bogus.json['detail'])).toContain('names no operation of this scope');
 
+      // A claim the gate cannot read is refused, never dropped (which would make a new operation).
+      const unreadable = await gate.send(`${tracker.url}${c}`, issue, {
+        'effectgate-run': 'worker-run-1',
+        'effectgate-operation': `${op}${'-x'.repeat(100)}`,
+      });
+      expect(unreadable.status).toBe(422);
+      expect(unreadable.json).toMatchObject({ verdict: 'block', reason: 'delegation_unreadable_header' });
+
       const changed = await gate.send(
         `${tracker.url}${c}`,
         { ...issue, title: 'Renew the domain NOW' },

@@ -83,6 +83,14 @@ begin
   -- of one key do not queue behind each other.
   select * into v_row from dedupe_keys where key_hash = v_hash;
   for v_try in 1..8 loop
+    -- A delegated proposal answers only for the operation it names: if the key moved on since
+    -- (a fork, a new window), eg_delegated says so instead of the rules below answering for another.
+    if p ->> 'claimedOperationId' is not null and v_row.operation_id is distinct from p ->> 'claimedOperationId' then
+      v_result := eg_delegated(p, p_input);
+      if v_result is not null then
+        return v_result;
+      end if;
+    end if;
     if v_row.state = 'confirmed' and (v_row.window_ends_at is null or v_row.window_ends_at >= now()) then
       select state into v_op_state from operations where id = v_row.operation_id;
       -- A lookup made for this proposal is evidence even when another proposal settled the key first.
@@ -135,6 +143,9 @@ begin
       select * into v_prev from attempts where id = v_row.attempt_id;
       if v_in_window and (v_prev.request ->> 'fingerprint') is not distinct from (p -> 'request' ->> 'fingerprint') then
         v_result := eg_continue(p, p_input, v_row, v_expires);
+      elsif p ->> 'claimedOperationId' is not null then
+        -- Never a new operation for a delegated proposal (eg_delegated: window over, request changed).
+        v_result := eg_delegated(p, p_input);
       else
         v_result := eg_supersede_waiting(p, p_input, v_row, v_expires,
           case when v_in_window then v_row.operation_id end);

@@ -56,9 +56,20 @@ begin
       values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 1)
       on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1
       returning duplicate_skips into v_skips;
-      v_source := json_build_object('runId', v_last.run_id, 'step', v_last.step, 'operationId', v_op.id,
-        'attemptId', v_last.id, 'confirmedAt', eg_iso(coalesce(v_last.finished_at, v_op.updated_at)),
-        'destinationRef', v_last.destination_ref);
+      if v_key.operation_id = v_op.id and v_key.state = 'confirmed' then
+        v_source := json_build_object('runId', v_key.run_id, 'step', v_key.step, 'operationId', v_op.id,
+          'attemptId', v_key.attempt_id, 'confirmedAt', eg_iso(v_key.confirmed_at), 'destinationRef', v_key.destination_ref);
+      else
+        -- The key went on to a later operation: the reference is the one evidence settled it with
+        -- (an operator's, a callback's), else the last one a response carried; settled when it last
+        -- changed state.
+        v_source := json_build_object('runId', v_last.run_id, 'step', v_last.step, 'operationId', v_op.id,
+          'attemptId', v_last.id, 'confirmedAt', eg_iso(v_op.updated_at), 'destinationRef', coalesce(
+            (select facts ->> 'destinationRef' from observations where operation_id = v_op.id and result = v_op.state
+              order by created_at desc, id limit 1),
+            (select destination_ref from attempts where operation_id = v_op.id and destination_ref is not null
+              order by number desc limit 1)));
+      end if;
       perform eg_decided(p, p_input, 'duplicate', 'delegated_operation_done', v_op.id, null, v_op.key_hash, null,
         json_build_object('duplicateSkips', v_skips, 'source', v_source, 'claimedOperationId', v_claim));
       return json_build_object('verdict', 'duplicate', 'decisionId', p ->> 'decisionId', 'operationId', v_op.id,
@@ -67,7 +78,8 @@ begin
     if v_key.operation_id is distinct from v_op.id then
       v_reason := format('delegation_operation_superseded: operation %s no longer holds its key; operation %s does',
         v_op.id, v_key.operation_id);
-    elsif v_key.state in ('released', 'pending') and v_window is not null and v_key.created_at + v_window <= now() then
+    elsif v_key.state in ('released', 'pending', 'awaiting_input') and v_window is not null
+        and v_key.created_at + v_window <= now() then
       v_reason := format('delegation_window_over: operation %s''s duplicate window ended at %s; propose it without Effectgate-Operation to start a new operation',
         v_op.id, eg_iso(v_key.created_at + v_window));
     end if;

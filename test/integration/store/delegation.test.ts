@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UNREADABLE_OPERATION_CLAIM } from '../../../src/engine/normalize-head.js';
 import type { DecideResult } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, outcome, request, reserve, scope, sleep } from './inputs.js';
@@ -142,6 +143,61 @@ for (const target of storeTargets()) {
       expect(reasonOf(superseded)).toBe(
         `delegation_operation_superseded: operation ${first.operationId} no longer holds its key; operation ${second.operationId} does`,
       );
+    });
+
+    it('a worker naming an operation that awaits input past its window is refused, never made a new operation', async () => {
+      const key = newKey({ windowMs: 40 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(
+        outcome(first, key, 'open', { status: 200, error: 'MCP input_required: the tool asked for input' }),
+      );
+      await sleep(80);
+      const w = await store.decide(reserve(newRun(), key, worker(first.operationId)));
+      expect(reasonOf(w)).toMatch(/^delegation_window_over: /);
+      const ops = await store.query<{ id: string }>(
+        `select id from operations where key_hash = '${key.hash}'`,
+      );
+      expect(ops.map((o) => o.id)).toEqual([first.operationId]);
+    });
+
+    it('an unreadable claim names no operation: refused, never dropped into a new operation', async () => {
+      const key = newKey({ windowMs: 40 });
+      const owner = await store.decide(reserve(newRun(), key));
+      expectVerdict(owner, 'allow');
+      await store.recordOutcome(outcome(owner, key, 'succeeded'));
+      await sleep(80);
+      const w = await store.decide(reserve(newRun(), key, worker(UNREADABLE_OPERATION_CLAIM)));
+      expect(reasonOf(w)).toMatch(/^delegation_unknown_operation: /);
+    });
+
+    it('a delegated duplicate after the window names the reference an operator settled the operation with', async () => {
+      const key = newKey({ windowMs: 200 });
+      const owner = await store.decide(reserve(newRun(), key));
+      expectVerdict(owner, 'allow');
+      await store.recordOutcome(outcome(owner, key, 'unknown'));
+      const ref = 'https://github.com/acme/app/issues/77';
+      await store.addObservation({
+        operationId: owner.operationId,
+        kind: 'operator_decision',
+        by: 'alice',
+        reason: 'found it',
+        settles: 'succeeded',
+        status: null,
+        destinationRef: ref,
+        refs: [],
+        payloadFingerprint: null,
+        source: 'cli',
+      });
+      const inside = await store.decide(reserve(newRun(), key, worker(owner.operationId)));
+      expectVerdict(inside, 'duplicate');
+      expect(inside.source?.destinationRef).toBe(ref);
+      await sleep(300);
+      // A new operation takes the key past the window; the worker still names the old one.
+      expectVerdict(await store.decide(reserve(newRun(), key)), 'allow');
+      const after = await store.decide(reserve(newRun(), key, worker(owner.operationId)));
+      expectVerdict(after, 'duplicate');
+      expect(after.source).toMatchObject({ operationId: owner.operationId, destinationRef: ref });
     });
 
     it('refuses a claim for a tool that keeps no duplicate key', async () => {

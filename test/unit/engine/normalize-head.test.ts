@@ -7,7 +7,9 @@ import {
   normalizeHost,
   normalizePath,
   type RawRequestHead,
+  UNREADABLE_OPERATION_CLAIM,
 } from '../../../src/engine/normalize-head.js';
+import { toHeaderMap } from '../../../src/undici/dispatch-head.js';
 
 function raw(overrides: Partial<RawRequestHead> = {}): RawRequestHead {
   return {
@@ -247,5 +249,50 @@ describe('normalizeHead and scope', () => {
     });
     expect('scope' in head).toBe(false);
     expect(head.headers['proxy-authorization']).toBeUndefined();
+  });
+});
+
+describe('normalizeHead and a delegation claim (Effectgate-Operation)', () => {
+  const base = {
+    scheme: 'https' as const,
+    method: 'POST',
+    host: 'api.github.com',
+    port: 443,
+    pathAndQuery: '/x',
+  };
+  const a = '0190aaaa-0000-7000-8000-00000000000a';
+  const b = '0190aaaa-0000-7000-8000-00000000000b';
+  const claim = (headers: Readonly<Record<string, string | string[] | undefined>>): string | null =>
+    normalizeHead({ ...base, headers: headers as Record<string, string | string[]> }).context.operation;
+
+  it('reads one id, trimmed', () => {
+    expect(claim({ 'Effectgate-Operation': ` ${a} ` })).toBe(a);
+    expect(claim({})).toBeNull();
+    // A blank header claims nothing (templated clients send one).
+    expect(claim({ 'effectgate-operation': ' ' })).toBeNull();
+    expect(claim({ 'effectgate-operation': ['', a] })).toBe(a);
+  });
+
+  it('never drops a claim it cannot read: repeated (any spelling, joined or not), too long, control characters', () => {
+    for (const headers of [
+      { 'effectgate-operation': `${a}, ${b}` },
+      { 'effectgate-operation': [a, b] },
+      { 'Effectgate-Operation': a, 'effectgate-operation': b },
+      { 'effectgate-operation': `${a}${' '.repeat(170)}x` },
+      { 'effectgate-operation': `${a}\tretry` },
+    ]) {
+      expect(claim(headers), JSON.stringify(headers)).toBe(UNREADABLE_OPERATION_CLAIM);
+    }
+  });
+
+  it('reads a repeated header the same through the undici interceptor as through the proxy', () => {
+    const viaProxy = claim({ 'effectgate-operation': `${a}, ${b}` });
+    const viaUndici = claim(
+      toHeaderMap([
+        ['Effectgate-Operation', a],
+        ['Effectgate-Operation', b],
+      ] as never),
+    );
+    expect(viaUndici).toBe(viaProxy);
   });
 });
