@@ -13,6 +13,9 @@
  *   POST /api/operations/:id/observations { kind, by, settles?, status?, destination_ref?,
  *                                           payload? | payload_fingerprint?, note? }  ObservationResult
  *   POST /api/observations                the same, plus operation: { id | idempotency_key | destination_ref }
+ *   GET  /api/grants?run=&limit=                               { grants }
+ *   POST /api/grants            { run, tool?, tenant?, area?, agent?, by, reason, ttl? }   GrantRecord
+ *   POST /api/grants/:id/revoke { by, reason }                 GrantRecord
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isEffectgateError } from '../errors.js';
@@ -32,10 +35,13 @@ import {
   OPERATION_STATES,
   parseApprovalDecision,
   parseApprovalState,
+  parseDecidedBy,
+  parseDecisionReason,
   parseLimit,
   parseName,
   parseOperationFilter,
 } from './admin-input.js';
+import { GRANT_FIELDS, parseGrant } from './grant-input.js';
 import {
   OBSERVATION_FIELDS,
   parseObservation,
@@ -73,6 +79,9 @@ const ROUTES: readonly Route[] = [
   { pattern: ['operations', ':', 'resolve'], method: 'POST', handler: resolveOperation },
   { pattern: ['operations', ':', 'observations'], method: 'POST', handler: postObservation },
   { pattern: ['observations'], method: 'POST', handler: postObservationByLookup },
+  { pattern: ['grants'], method: 'GET', handler: listGrants },
+  { pattern: ['grants'], method: 'POST', handler: createGrant },
+  { pattern: ['grants', ':', 'revoke'], method: 'POST', handler: revokeGrant },
 ];
 
 /** Routes one authenticated `/api/*` request; throws `HttpProblem` (or a store error) on refusal. */
@@ -267,6 +276,34 @@ async function postObservationByLookup(ctx: AdminApiContext): Promise<unknown> {
     id = found[0]!.id;
   }
   return ctx.store.addObservation(parseObservation(id, rest, await ctx.store.authorityKey()));
+}
+
+async function listGrants(ctx: AdminApiContext): Promise<unknown> {
+  const q = queryOf(ctx, ['run', 'limit']);
+  const grants = await ctx.store.listGrants({
+    ...(q.run === undefined ? {} : { runId: idOf('run', q.run) }),
+    limit: q.limit === undefined ? DEFAULT_LIST_LIMIT : parseLimit('limit', q.limit),
+  });
+  return { grants };
+}
+
+async function createGrant(ctx: AdminApiContext): Promise<unknown> {
+  queryOf(ctx, []);
+  const body = await readJsonObject(ctx.req);
+  onlyMembers(body, GRANT_FIELDS, GRANT_FIELDS.join(', '));
+  return ctx.store.createGrant(parseGrant(body));
+}
+
+async function revokeGrant(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const id = idOf('grant id', rawId!);
+  const body = await readJsonObject(ctx.req);
+  onlyMembers(body, ['by', 'reason'], 'by and reason');
+  return ctx.store.revokeGrant({
+    grantId: id,
+    by: parseDecidedBy('by', body['by']),
+    reason: parseDecisionReason('reason', body['reason']),
+  });
 }
 
 function onlyMembers(body: Readonly<Record<string, unknown>>, allowed: readonly string[], use: string): void {

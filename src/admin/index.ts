@@ -11,6 +11,8 @@ export {
   OPERATION_STATES,
   parseApprovalDecision,
   parseApprovalState,
+  parseDecidedBy,
+  parseDecisionReason,
   parseLimit,
   parseName,
   parseOperationFilter,
@@ -22,6 +24,7 @@ export {
   type AdminServerOptions,
   createAdminServer,
 } from './admin-server.js';
+export { DEFAULT_GRANT_TTL, GRANT_FIELDS, parseGrant } from './grant-input.js';
 export {
   createPrometheusMetrics,
   METRICS_PREFIX,

@@ -119,6 +119,8 @@ export interface ApprovalEntry {
   readonly reason: string | null;
   readonly attempt_id: string | null;
   readonly planned_recovery: string | null;
+  /** The session grant the card was used under (`approvals grant`), else `null`. */
+  readonly grant_id: string | null;
 }
 
 /**
@@ -333,6 +335,7 @@ function approvalEntries(a: ApprovalRecord): ApprovalEntry[] {
     reason,
     attempt_id: attemptId,
     planned_recovery: event === 'requested' ? a.plannedRecovery : null,
+    grant_id: event === 'approved' || event === 'used' ? a.grantId : null,
   });
   const out = [entry(a.requestedAt, 'requested', a.requestedBy, null)];
   if (a.decidedAt !== null) {

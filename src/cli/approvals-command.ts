@@ -9,11 +9,13 @@ import {
 } from '../admin/index.js';
 import { type ApprovalRecord, openInspectionStore, resolveStoreUrl } from '../store/index.js';
 import { COLUMNS, flag, keyText, labelled, printable, truncate, writeJson } from './cli-text.js';
+import { GRANT_USAGE, revokeGrant, runGrant, runGrants } from './grants-command.js';
 
 const USAGE = `usage: effectgate approvals list [--state S] [--limit N] [--store URL] [--json]
        effectgate approvals approve <id> --by WHO --reason TEXT [--ttl 1h|permanent] [--store URL] [--json]
        effectgate approvals deny <id> --by WHO --reason TEXT [--store URL] [--json]
-       effectgate approvals revoke <id> --by WHO --reason TEXT [--store URL] [--json]`;
+       effectgate approvals revoke <id> --by WHO --reason TEXT [--store URL] [--json]
+${GRANT_USAGE}`;
 
 /**
  * `effectgate approvals`: list the approval cards, or approve/deny/revoke one. Approving allows
@@ -28,6 +30,10 @@ export async function runApprovals(argv: readonly string[]): Promise<number> {
     case 'deny':
     case 'revoke':
       return decide(sub, rest);
+    case 'grant':
+      return runGrant(rest, USAGE);
+    case 'grants':
+      return runGrants(rest, USAGE);
     default:
       process.stderr.write(`effectgate: unknown approvals command ${JSON.stringify(sub ?? '')}\n${USAGE}\n`);
       return 2;
@@ -110,17 +116,26 @@ async function decide(action: ApprovalAction, argv: readonly string[]): Promise<
     ),
   );
   const store = await openInspectionStore(resolveStoreUrl(values.store));
+  let grant = false;
   try {
-    const approval = await store.decideApproval(input);
-    if (values.json) writeJson(approval);
-    else
-      process.stdout.write(
-        `${[decisionSummary(action, approval), '', ...approvalCard(approval)].join('\n')}\n`,
-      );
-    return 0;
+    // Not a card but a session grant's id (approvals grant): revoke ends that too.
+    grant =
+      action === 'revoke' &&
+      (await store.getApproval(input.approvalId)) === null &&
+      (await store.listGrants({ grantId: input.approvalId })).length > 0;
+    if (!grant) {
+      const approval = await store.decideApproval(input);
+      if (values.json) writeJson(approval);
+      else
+        process.stdout.write(
+          `${[decisionSummary(action, approval), '', ...approvalCard(approval)].join('\n')}\n`,
+        );
+      return 0;
+    }
   } finally {
     await store.close();
   }
+  return revokeGrant(input.approvalId, { by: values.by, reason: values.reason }, values.store, values.json);
 }
 
 function decisionSummary(action: ApprovalAction, a: ApprovalRecord): string {
@@ -168,6 +183,8 @@ export function approvalCard(a: ApprovalRecord): string[] {
   if (a.revokedAt !== null) {
     lines.push(...labelled('revoked', `${printable(a.revokedBy ?? '?')} at ${printable(a.revokedAt)}`));
   }
+  if (a.grantId !== null)
+    lines.push(...labelled('grant', `${printable(a.grantId)} (a session grant of the run)`));
   if (a.usedAt !== null) {
     lines.push(
       ...labelled('used', `by attempt ${printable(a.usedByAttemptId ?? '?')} at ${printable(a.usedAt)}`),

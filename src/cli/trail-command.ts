@@ -216,6 +216,7 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
         `approval  ${paint('bold', e.event)}${e.by ? ` by ${p(e.by)}` : ''}${e.reason ? `: ${p(e.reason)}` : ''}  (${e.approval_id})`,
       );
       if (e.planned_recovery) more(`planned: ${p(e.planned_recovery)}`);
+      if (e.grant_id) more(`under session grant ${p(e.grant_id)} (approvals grants)`);
       if (e.attempt_id) more(`used by attempt ${e.attempt_id}`);
       break;
   }

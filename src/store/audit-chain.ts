@@ -170,17 +170,22 @@ function eventProblem(e: EventRecord, chain: number, state: ChainState): string 
   if (e.prevHash !== state.prevHash) {
     return 'prev_hash does not match the previous event (event inserted, deleted or reordered)';
   }
-  const owner = e.operationId ?? decisionIdOf(e.payload);
-  if (owner === null) return 'the event names neither an operation nor a decision (event forged)';
+  const owner = e.operationId ?? ownerOf(e.type, e.payload);
+  if (owner === null) return 'the event names neither an operation, a decision nor a grant (event forged)';
   const expected = chainOf(owner);
   if (expected !== chain) return `the event belongs on chain ${expected}, not ${chain} (event moved)`;
   return null;
 }
 
-/** The decision id of a decision event: `input.decisionId` (payloads: src/store/functions/README.md). */
-function decisionIdOf(payload: string): string | null {
+/**
+ * What an event of no operation belongs to, which picks its chain: a decision's `input.decisionId`,
+ * a session grant's `input.grantId` (grant.* events; payloads: src/store/functions/README.md).
+ */
+function ownerOf(type: string, payload: string): string | null {
   try {
-    const id = (JSON.parse(payload) as { input?: { decisionId?: unknown } } | null)?.input?.decisionId;
+    const input = (JSON.parse(payload) as { input?: { decisionId?: unknown; grantId?: unknown } } | null)
+      ?.input;
+    const id = type.startsWith('grant.') ? input?.grantId : input?.decisionId;
     return typeof id === 'string' ? id : null;
   } catch {
     return null;

@@ -4,7 +4,15 @@ import type { RoundTripCounter } from './counting-dialect.js';
 import { applyFunctions } from './functions/index.js';
 import type { GroupCommit } from './group-commit.js';
 import { migrationProvider } from './migrations/index.js';
-import { toApproval, toAttempt, toDecision, toEvent, toObservation, toOperation } from './records.js';
+import {
+  toApproval,
+  toAttempt,
+  toDecision,
+  toEvent,
+  toGrant,
+  toObservation,
+  toOperation,
+} from './records.js';
 import type { Database } from './schema.js';
 import type {
   ApprovalDecisionInput,
@@ -18,6 +26,8 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
+  GrantInput,
+  GrantRecord,
   ObservationInput,
   ObservationRecord,
   ObservationResult,
@@ -207,6 +217,67 @@ export class KyselyStore implements Store {
       if (approval === null) throw new EffectgateError('EG_ERR_NOT_FOUND', `no approval ${input.approvalId}`);
       return approval;
     });
+  }
+
+  createGrant(input: GrantInput): Promise<GrantRecord> {
+    return this.#guard('createGrant', async () => {
+      const grantId = crypto.randomUUID();
+      await this.#grantCall({ action: 'create', grantId, ...input });
+      return this.#grant(grantId);
+    });
+  }
+
+  listGrants(filter?: Parameters<Store['listGrants']>[0]): Promise<GrantRecord[]> {
+    return this.#guard('listGrants', async () => {
+      let query = this.#db
+        .selectFrom('grants')
+        .selectAll()
+        .select(sql<boolean>`expires_at <= now()`.as('expired'));
+      if (filter?.runId !== undefined) query = query.where('run_id', '=', filter.runId);
+      if (filter?.grantId !== undefined) query = query.where('id', '=', filter.grantId);
+      const rows = await query
+        .orderBy('granted_at', 'desc')
+        .orderBy('id')
+        .limit(filter?.limit ?? 100)
+        .execute();
+      return rows.map(toGrant);
+    });
+  }
+
+  revokeGrant(input: {
+    readonly grantId: string;
+    readonly by: string;
+    readonly reason: string;
+  }): Promise<GrantRecord> {
+    return this.#guard('revokeGrant', async () => {
+      await this.#grantCall({ action: 'revoke', ...input });
+      return this.#grant(input.grantId);
+    });
+  }
+
+  async #grantCall(input: Record<string, unknown>): Promise<void> {
+    try {
+      await sql`select eg_grant(${JSON.stringify(input)})`.execute(this.#db);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (code === 'EG400')
+        throw new EffectgateError('EG_ERR_CONFIG_INVALID', messageOf(err), { cause: err });
+      if (code === 'EG404') throw new EffectgateError('EG_ERR_NOT_FOUND', messageOf(err), { cause: err });
+      if (code === 'EG409')
+        throw new EffectgateError('EG_ERR_APPROVAL_STATE', messageOf(err), { cause: err });
+      throw err;
+    }
+  }
+
+  async #grant(id: string): Promise<GrantRecord> {
+    const row = await this.#db
+      .selectFrom('grants')
+      .selectAll()
+      .select(sql<boolean>`expires_at <= now()`.as('expired'))
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (row === undefined) throw new EffectgateError('EG_ERR_NOT_FOUND', `no grant ${id}`);
+    return toGrant(row);
   }
 
   addObservation(input: ObservationInput): Promise<ObservationResult> {

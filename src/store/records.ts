@@ -4,6 +4,7 @@ import type {
   AttemptsTable,
   DecisionsTable,
   EventsTable,
+  GrantsTable,
   ObservationsTable,
   OperationsTable,
 } from './schema.js';
@@ -14,6 +15,7 @@ import type {
   DecisionRecord,
   DispatchState,
   EventRecord,
+  GrantRecord,
   ObservationRecord,
   OperationRecord,
   OperationState,
@@ -152,5 +154,24 @@ export function toApproval(row: Selectable<ApprovalsTable> & { readonly expired:
     revokedAt: isoOrNull(row.revoked_at),
     usedByAttemptId: row.used_by_attempt_id,
     usedAt: isoOrNull(row.used_at),
+    grantId: row.grant_id ?? null,
+  };
+}
+
+/** `expired` and `revoked` computed against the database clock (`expired` column). */
+export function toGrant(row: Selectable<GrantsTable> & { readonly expired: boolean }): GrantRecord {
+  return {
+    id: row.id,
+    scope: { tenant: row.tenant, area: row.area, agent: row.agent },
+    runId: row.run_id,
+    toolId: row.tool_id,
+    grantedBy: row.granted_by,
+    reason: row.reason,
+    grantedAt: iso(row.granted_at),
+    expiresAt: iso(row.expires_at),
+    revokedBy: row.revoked_by,
+    revokedAt: isoOrNull(row.revoked_at),
+    revokeReason: row.revoke_reason,
+    state: row.revoked_at !== null ? 'revoked' : row.expired ? 'expired' : 'active',
   };
 }

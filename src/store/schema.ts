@@ -164,6 +164,24 @@ export interface ApprovalsTable {
   revoked_at: ColumnType<Date | null, never, never>;
   used_by_attempt_id: string | null;
   used_at: ColumnType<Date | null, never, never>;
+  /** The session grant this card was used under (migration 0008), else null. */
+  grant_id: string | null;
+}
+
+export interface GrantsTable {
+  id: string;
+  tenant: string;
+  area: string;
+  agent: string;
+  run_id: string;
+  tool_id: string | null;
+  granted_by: string;
+  reason: string;
+  granted_at: Timestamp;
+  expires_at: Timestamp;
+  revoked_by: string | null;
+  revoked_at: ColumnType<Date | null, never, never>;
+  revoke_reason: string | null;
 }
 
 /** Gate processes; written with plain statements (register, heartbeat, stop). */
@@ -189,6 +207,7 @@ export interface Database {
   chain_head: ChainHeadTable;
   observations: ObservationsTable;
   approvals: ApprovalsTable;
+  grants: GrantsTable;
   gate_instances: GateInstancesTable;
   settings: SettingsTable;
 }

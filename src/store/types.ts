@@ -407,6 +407,41 @@ export interface ApprovalRecord {
   readonly revokedAt: string | null;
   readonly usedByAttemptId: string | null;
   readonly usedAt: string | null;
+  /** The session grant the retry was made under (the card is `used`, decided by the grant's author), else `null`. */
+  readonly grantId: string | null;
+}
+
+/**
+ * A session grant (seed attempt-lineage, "session approval records"): one run of one scope may
+ * retry unknown operations of one tool (or of every tool) until `expiresAt`, without a card per
+ * call. Who was allowed to try, recorded apart from what happened.
+ */
+export interface GrantRecord {
+  readonly id: string;
+  readonly scope: Scope;
+  readonly runId: string;
+  /** `null`: every tool. */
+  readonly toolId: string | null;
+  readonly grantedBy: string;
+  readonly reason: string;
+  readonly grantedAt: string;
+  readonly expiresAt: string;
+  readonly revokedBy: string | null;
+  readonly revokedAt: string | null;
+  readonly revokeReason: string | null;
+  /** `active`, `expired` (by the database clock) or `revoked`. */
+  readonly state: 'active' | 'expired' | 'revoked';
+}
+
+export interface GrantInput {
+  readonly runId: string;
+  /** `null`: every tool. */
+  readonly toolId: string | null;
+  /** `null`: the one scope the run's recorded decisions name (refused when none or several). */
+  readonly scope: Scope | null;
+  readonly by: string;
+  readonly reason: string;
+  readonly ttlMs: number;
 }
 
 export interface ApprovalDecisionInput {
@@ -617,6 +652,22 @@ export interface Store {
    * `EG_ERR_APPROVAL_STATE` when the approval is not in a state the action applies to.
    */
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord>;
+  /**
+   * Records a session grant. Throws `EG_ERR_CONFIG_INVALID` when no scope is given and the run's
+   * decisions do not name exactly one.
+   */
+  createGrant(input: GrantInput): Promise<GrantRecord>;
+  listGrants(filter?: {
+    readonly runId?: string;
+    readonly grantId?: string;
+    readonly limit?: number;
+  }): Promise<GrantRecord[]>;
+  /** Ends an active grant early. `EG_ERR_NOT_FOUND`, or `EG_ERR_APPROVAL_STATE` when it is revoked or expired. */
+  revokeGrant(input: {
+    readonly grantId: string;
+    readonly by: string;
+    readonly reason: string;
+  }): Promise<GrantRecord>;
   /**
    * Appends evidence from outside the gate to an operation and, when it says so and the operation
    * can take it, settles it (eg_add_observation.sql). Throws `EG_ERR_NOT_FOUND` for an unknown

@@ -20,6 +20,8 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRecord,
+  GrantInput,
+  GrantRecord,
   ObservationInput,
   ObservationRecord,
   ObservationResult,
@@ -154,6 +156,18 @@ class TestStoreHandle implements TestStore {
 
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord> {
     return this.#inner.decideApproval(input);
+  }
+
+  createGrant(input: GrantInput): Promise<GrantRecord> {
+    return this.#inner.createGrant(input);
+  }
+
+  listGrants(filter?: Parameters<Store['listGrants']>[0]): Promise<GrantRecord[]> {
+    return this.#inner.listGrants(filter);
+  }
+
+  revokeGrant(input: Parameters<Store['revokeGrant']>[0]): Promise<GrantRecord> {
+    return this.#inner.revokeGrant(input);
   }
 
   addObservation(input: ObservationInput): Promise<ObservationResult> {

@@ -72,6 +72,7 @@ export function renderApprovalCard(a: ApprovalRecord, options: CardOptions): Htm
   <dt>decided</dt><dd class="wrap decided">${decided}</dd>
   <dt>expires</dt><dd>${expires}</dd>
   ${a.revokedAt === null ? '' : html`<dt>revoked</dt><dd class="wrap">${a.revokedBy ?? '?'} at <time datetime="${a.revokedAt}">${displayTime(a.revokedAt)}</time></dd>`}
+  ${a.grantId === null ? '' : html`<dt>grant</dt><dd class="wrap"><code>${a.grantId}</code> <span class="muted">(a session grant of the run: no card per call)</span></dd>`}
   ${a.usedAt === null ? '' : html`<dt>used</dt><dd class="wrap">by attempt <code>${a.usedByAttemptId ?? '?'}</code> at <time datetime="${a.usedAt}">${displayTime(a.usedAt)}</time></dd>`}
 </dl>
 ${form}

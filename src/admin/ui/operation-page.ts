@@ -289,5 +289,6 @@ function approvalBody(e: ApprovalEntry, attempts: ReadonlyMap<string, number>): 
   ];
   if (e.planned_recovery) lines.push(html`<p class="wrap">planned: ${e.planned_recovery}</p>`);
   if (e.attempt_id) lines.push(html`<p>used by attempt ${attemptRef(e.attempt_id, attempts)}</p>`);
+  if (e.grant_id) lines.push(html`<p class="grant">under session grant <code>${e.grant_id}</code></p>`);
   return join(lines);
 }

@@ -1,7 +1,9 @@
 -- A proposal for a key whose operation's outcome is unknown (DESIGN.md §3 and §4.1): honored
 -- idempotency retries at once with the same key; a reconcile lookup goes first (the first call
 -- answers `reconcile` and records nothing; the gate looks and calls again with the observation);
--- an approved approval allows exactly one retry; otherwise `hold` with an open approval request.
+-- an approved approval allows exactly one retry, and so does an active session grant of the run
+-- (eg_grant.sql; its card is recorded as used under the grant); otherwise `hold` with an open
+-- approval request.
 -- A materially changed request is never an honored retry (the same key with another body is not
 -- the same call): after reconciliation or approval it forks a new operation that supersedes this
 -- one, which stays unknown. Returns null when the key left the unknown state before it was
@@ -22,6 +24,8 @@ declare
   v_obs jsonb;
   v_decision text;
   v_approval approvals%rowtype;
+  v_grant grants%rowtype;
+  v_card text;
   v_used jsonb;
   v_last approvals%rowtype;
   v_skips int;
@@ -98,6 +102,17 @@ begin
       order by decided_at limit 1 for update;
     if found then
       v_decision := 'operator_approved';
+    else
+      -- A session grant (eg_grant.sql): this run of this scope may retry unknown operations of this
+      -- tool (or of every tool) for a while, without a card per call.
+      select * into v_grant from grants
+        where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area' and agent = p -> 'scope' ->> 'agent'
+          and run_id = p ->> 'runId' and (tool_id is null or tool_id = p ->> 'toolId')
+          and revoked_at is null and expires_at > now()
+        order by granted_at limit 1;
+      if found then
+        v_decision := 'operator_approved';
+      end if;
     end if;
   end if;
 
@@ -107,6 +122,14 @@ begin
         where id = v_approval.id;
       v_used := jsonb_build_object('id', v_approval.id, 'state', 'used', 'approvedBy', v_approval.decided_by,
         'approvedAt', eg_iso(v_approval.decided_at));
+    elsif v_grant.id is not null then
+      -- The retry's card (the open request, or a new one) is used under the grant and names it.
+      select o_id into v_card from eg_request_approval(v_op, v_prev, 'grant:' || v_grant.id, v_changed);
+      update approvals set state = 'used', decided_by = v_grant.granted_by, decided_at = now(),
+        reason = v_grant.reason, grant_id = v_grant.id, used_by_attempt_id = p ->> 'newAttemptId', used_at = now()
+        where id = v_card;
+      v_used := jsonb_build_object('id', v_card, 'state', 'used', 'approvedBy', v_grant.granted_by,
+        'approvedAt', eg_iso(v_grant.granted_at), 'grantId', v_grant.id);
     end if;
     if v_changed then
       update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,

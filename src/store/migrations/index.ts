@@ -6,6 +6,7 @@ import { migration0004 } from './0004-input-continuations/index.js';
 import { migration0005 } from './0005-chain-append/index.js';
 import { migration0006 } from './0006-event-retention/index.js';
 import { migration0007 } from './0007-observations-from-outside/index.js';
+import { migration0008 } from './0008-session-grants/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -24,6 +25,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0005-chain-append': migration0005,
   '0006-event-retention': migration0006,
   '0007-observations-from-outside': migration0007,
+  '0008-session-grants': migration0008,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,0 +1,60 @@
+/**
+ * Validation of a session grant (issue 13 item 5; seed attempt-lineage, "session approval
+ * records"), the same for `effectgate approvals grant` and `POST /api/grants`.
+ */
+import type { GrantInput } from '../store/index.js';
+import {
+  InputError,
+  parseDecidedBy,
+  parseDecisionReason,
+  parseName,
+  parsePositiveDuration,
+} from './admin-input.js';
+
+/** How long a grant lasts when its author names no `ttl`: a batch recovery, not a standing permission. */
+export const DEFAULT_GRANT_TTL = '30m';
+
+/** The members `POST /api/grants` takes. */
+export const GRANT_FIELDS = ['run', 'tool', 'tenant', 'area', 'agent', 'by', 'reason', 'ttl'] as const;
+
+/**
+ * `run` (required), `tool` (absent: every tool), the scope as `tenant`, `area`, `agent` (all or
+ * none: none = the one the run's decisions name), `by`, `reason`, `ttl` (default 30m).
+ */
+export function parseGrant(
+  raw: Readonly<Partial<Record<(typeof GRANT_FIELDS)[number], unknown>>>,
+  names: (field: string) => string = (field) => field,
+): GrantInput {
+  const text = (field: (typeof GRANT_FIELDS)[number]): string | undefined => {
+    const v = raw[field];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string') throw new InputError(`${names(field)} must be text`);
+    return v;
+  };
+  const run = text('run');
+  if (run === undefined) throw new InputError(`${names('run')} is required: the run the grant is for`);
+  const parts = (['tenant', 'area', 'agent'] as const).map((f) => text(f));
+  const given = parts.filter((p) => p !== undefined).length;
+  if (given !== 0 && given !== 3) {
+    throw new InputError(
+      `${names('tenant')}, ${names('area')} and ${names('agent')} name the scope together: give all three or none (none = the run's own)`,
+    );
+  }
+  const tool = text('tool');
+  const ttl = text('ttl') ?? DEFAULT_GRANT_TTL;
+  return {
+    runId: parseName(names('run'), run),
+    toolId: tool === undefined ? null : parseName(names('tool'), tool),
+    scope:
+      given === 0
+        ? null
+        : {
+            tenant: parseName(names('tenant'), parts[0]!),
+            area: parseName(names('area'), parts[1]!),
+            agent: parseName(names('agent'), parts[2]!),
+          },
+    by: parseDecidedBy(names('by'), raw.by),
+    reason: parseDecisionReason(names('reason'), raw.reason),
+    ttlMs: parsePositiveDuration(names('ttl'), ttl),
+  };
+}
