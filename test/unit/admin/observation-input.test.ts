@@ -91,7 +91,7 @@ describe('parseObservation', () => {
     [{ kind: 'callback', by: 'x', payload_fingerprint: 'md5 of it' }, /sha256:<hex>/],
     // Two deliveries differing only in a number beyond 2^53 would read as one.
     [
-      { kind: 'callback', by: 'x', payload: { event: { id: 12345678901234567890 } } },
+      { kind: 'callback', by: 'x', payload: JSON.parse('{"event": {"id": 12345678901234567890}}') },
       /beyond what a JSON number carries/,
     ],
     // A lone surrogate is not text (jsonb refuses it): bad input, never a store outage.
