@@ -99,7 +99,9 @@ export function groupCommit(
         calls.map((c) => c.input),
       );
     } catch (err) {
-      if (!rolledBack(err)) {
+      // Not rolled back (it may have landed), or rolled back because a lock stayed taken past
+      // lock_timeout (eg_decide.sql): one by one, each call would only wait for it again.
+      if (!rolledBack(err) || lockTimedOut(err)) {
         for (const c of calls) c.reject(err);
         return;
       }
@@ -156,6 +158,11 @@ const LONE_RETRIES = 3;
 function lostToAnother(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === '40P01' || code === '40001';
+}
+
+/** 55P03 lock_not_available: a lock wait outlasted the hot functions' lock_timeout. */
+function lockTimedOut(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '55P03';
 }
 
 /**

@@ -16,7 +16,9 @@
 -- batches that cross on those (the same keys, in opposite orders) are a deadlock PostgreSQL breaks
 -- by failing one of them, which rolls it back whole: the store then sends its calls one by one.
 -- Any error fails the whole batch the same way, so a batch never commits part of its calls.
-create or replace function eg_batch(p_fn text, p_inputs text) returns json language plpgsql as $$
+-- `set lock_timeout = '4s'`: see eg_decide.sql.
+create or replace function eg_batch(p_fn text, p_inputs text) returns json language plpgsql
+set lock_timeout = '4s' as $$
   declare
     v_results json[] := '{}';
     v_input text;

@@ -11,8 +11,14 @@
 -- analyse: on a store preloaded with 200k allows, duplicates fell from 3,766 to 1,255 req/s, with
 -- PostgreSQL CPU per duplicate 244 -> 1,078 µs (bench/README.md). With seq scans priced out the
 -- plan is the index probe whatever the statistics say; the cost of the setting is within noise.
+-- `set lock_timeout = '4s'`: a call that waits longer than that for a row or table lock (a
+-- migration's ALTER TABLE or CREATE INDEX, a stuck transaction) fails and rolls back, well inside
+-- the gate's 10 s read timeout (hot-call.ts). Without it the gate gives up, answers 503 and sends
+-- nothing, while the server still commits the call once the lock is free: a reservation whose
+-- attempt was never dispatched, taken for a lost one (sent_no_response, an unknown operation held
+-- for approval) once its pending_ttl runs out.
 create or replace function eg_decide(p_input text) returns json language plpgsql
-set enable_seqscan = off as $$
+set enable_seqscan = off set lock_timeout = '4s' as $$
 declare
   p jsonb := p_input::jsonb;
   v_scope jsonb := p -> 'scope';

@@ -19,8 +19,9 @@
 --
 -- `set enable_seqscan = off`: see eg_decide.sql (every lookup here is a key probe; a plan cached
 -- from an analyse of a small table must not scan the table as it grows).
+-- `set lock_timeout = '4s'`: see eg_decide.sql.
 create or replace function eg_record_outcome(p_input text) returns json language plpgsql
-set enable_seqscan = off as $$
+set enable_seqscan = off set lock_timeout = '4s' as $$
 declare
   p jsonb := p_input::jsonb;
   v_op_id text := p ->> 'operationId';

@@ -58,18 +58,20 @@ for (const target of storeTargets()) {
       }
     });
 
-    it('prices sequential scans out of the hot entry points and recovery, whatever the statistics say', async () => {
+    it('prices sequential scans out of the hot entry points and recovery, and bounds their lock waits', async () => {
       // A plan cached from an analyse of a small table would scan it as it grows (bench/README.md).
       const store = await openTestStore(target);
       try {
         // As text: drivers differ on text[] (pg parses it, PGlite may not).
         const rows = await store.query<{ proname: string; proconfig: string | null }>(
           `select proname, array_to_string(proconfig, ',') as proconfig from pg_proc
-           where proname in ('eg_decide', 'eg_record_outcome', 'eg_recover') order by proname`,
+           where proname in ('eg_batch', 'eg_decide', 'eg_record_outcome', 'eg_recover') order by proname`,
         );
+        // lock_timeout: a hot call never waits for a lock past the gate's read timeout (eg_decide.sql).
         expect(rows).toEqual([
-          { proname: 'eg_decide', proconfig: 'enable_seqscan=off' },
-          { proname: 'eg_record_outcome', proconfig: 'enable_seqscan=off' },
+          { proname: 'eg_batch', proconfig: 'lock_timeout=4s' },
+          { proname: 'eg_decide', proconfig: 'enable_seqscan=off,lock_timeout=4s' },
+          { proname: 'eg_record_outcome', proconfig: 'enable_seqscan=off,lock_timeout=4s' },
           { proname: 'eg_recover', proconfig: 'enable_seqscan=off' },
         ]);
       } finally {
