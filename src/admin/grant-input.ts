@@ -55,6 +55,14 @@ export function parseGrant(
           },
     by: parseDecidedBy(names('by'), raw.by),
     reason: parseDecisionReason(names('reason'), raw.reason),
-    ttlMs: parsePositiveDuration(names('ttl'), ttl),
+    ttlMs: boundedTtl(names('ttl'), parsePositiveDuration(names('ttl'), ttl)),
   };
+}
+
+/** A grant is for a batch recovery, not a standing permission: at most 7 days (eg_grant.sql). */
+export const MAX_GRANT_TTL_MS = 7 * 86_400_000;
+
+function boundedTtl(name: string, ms: number): number {
+  if (ms > MAX_GRANT_TTL_MS) throw new InputError(`${name} is at most 7d: a grant is for a batch recovery`);
+  return ms;
 }

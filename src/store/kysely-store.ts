@@ -222,7 +222,18 @@ export class KyselyStore implements Store {
   createGrant(input: GrantInput): Promise<GrantRecord> {
     return this.#guard('createGrant', async () => {
       const grantId = crypto.randomUUID();
-      await this.#grantCall({ action: 'create', grantId, ...input });
+      // The store's own id and action, whatever the caller's object carries (the store socket
+      // forwards it as given).
+      await this.#grantCall({
+        runId: input.runId,
+        toolId: input.toolId,
+        scope: input.scope,
+        by: input.by,
+        reason: input.reason,
+        ttlMs: input.ttlMs,
+        action: 'create',
+        grantId,
+      });
       return this.#grant(grantId);
     });
   }
@@ -250,7 +261,7 @@ export class KyselyStore implements Store {
     readonly reason: string;
   }): Promise<GrantRecord> {
     return this.#guard('revokeGrant', async () => {
-      await this.#grantCall({ action: 'revoke', ...input });
+      await this.#grantCall({ action: 'revoke', grantId: input.grantId, by: input.by, reason: input.reason });
       return this.#grant(input.grantId);
     });
   }

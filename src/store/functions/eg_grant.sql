@@ -28,6 +28,11 @@ begin
           using errcode = 'EG400';
       end if;
     end if;
+    if jsonb_typeof(p -> 'ttlMs') is distinct from 'number' or (p ->> 'ttlMs')::numeric <= 0
+        or (p ->> 'ttlMs')::numeric > 7 * 86400000 then
+      raise exception 'a grant lasts more than 0 and at most 7 days (a batch recovery, not a standing permission)'
+        using errcode = 'EG400';
+    end if;
     v_id := p ->> 'grantId';
     insert into grants (id, tenant, area, agent, run_id, tool_id, granted_by, reason, expires_at)
     values (v_id, v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p ->> 'toolId',

@@ -104,14 +104,21 @@ begin
       v_decision := 'operator_approved';
     else
       -- A session grant (eg_grant.sql): this run of this scope may retry unknown operations of this
-      -- tool (or of every tool) for a while, without a card per call.
-      select * into v_grant from grants
-        where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area' and agent = p -> 'scope' ->> 'agent'
-          and run_id = p ->> 'runId' and (tool_id is null or tool_id = p ->> 'toolId')
-          and revoked_at is null and expires_at > now()
-        order by granted_at limit 1;
-      if found then
-        v_decision := 'operator_approved';
+      -- tool (or of every tool) for a while, without a card per call. Only a retry of the same
+      -- request (a changed one is a new operation a person must see), and never one a person
+      -- refused for this very attempt (a denied or revoked card). `for share`: a revoke committing
+      -- meanwhile is waited for and its row read again, so no retry starts after it.
+      if not v_changed and not exists (select 1 from approvals where operation_id = v_op
+          and previous_attempt_id is not distinct from v_key.attempt_id and state in ('denied', 'revoked')) then
+        select * into v_grant from grants
+          where tenant = p -> 'scope' ->> 'tenant' and area = p -> 'scope' ->> 'area' and agent = p -> 'scope' ->> 'agent'
+            and run_id = p ->> 'runId' and (tool_id is null or tool_id = p ->> 'toolId')
+            and revoked_at is null and expires_at > now()
+          order by granted_at limit 1
+          for share;
+        if found then
+          v_decision := 'operator_approved';
+        end if;
       end if;
     end if;
   end if;
