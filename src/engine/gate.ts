@@ -38,6 +38,7 @@ import {
 } from './problem-response.js';
 import { type Proposal, type ProposalContext, type Proposed, propose } from './proposal.js';
 import { ANALYSIS_DEFAULTS, ProposalPool } from './proposal-pool.js';
+import { ReadBacks } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { RouteClassifier } from './route-classifier.js';
 import type {
@@ -107,6 +108,7 @@ export class Gate implements GateHandler {
   readonly #addresses: GovernedAddresses;
   /** Classification under every spelling: canonical host, resolved name, method override. */
   readonly #routes: RouteClassifier;
+  readonly #readBacks: ReadBacks;
   /** Calls inside `handle()`, so `close()` can wait for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
   /** What `propose()` reads besides the request. */
@@ -125,6 +127,7 @@ export class Gate implements GateHandler {
         options.logger.warn({ host: name, err: messageOf(err) }, 'a governed host name does not resolve'),
     });
     this.#routes = new RouteClassifier(this.#classifier, this.#addresses);
+    this.#readBacks = new ReadBacks(options.policies.tools);
     this.#ctx = {
       classifier: this.#classifier,
       routes: this.#routes,
@@ -222,6 +225,10 @@ export class Gate implements GateHandler {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     }
     if (this.#o.policies.default === 'block') return { kind: 'refuse', response: this.#defaultBlock(head) };
+    // An agent's own read-back of a tool's lookup (read-back.ts): buffered, so its answer can be
+    // judged against the tool's unknown operations after it is delivered.
+    if (this.#readBacks.toolsFor(head).length > 0)
+      return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     return { kind: 'pass' };
   }
 
@@ -275,7 +282,9 @@ export class Gate implements GateHandler {
     }
     if (proposed.kind === 'unclassified') {
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
-      return this.#relay(await send(toUpstream(request, null)), null);
+      const sent = await send(toUpstream(request, null));
+      this.#observeReadBack(request, sent);
+      return this.#relay(sent, null);
     }
     const proposal = proposed.proposal;
     try {
@@ -296,6 +305,31 @@ export class Gate implements GateHandler {
         detail: `The gate failed while handling this ${proposal.tool.effect} effect (tool ${proposal.tool.id}). Check its trail before trying again.`,
       });
     }
+  }
+
+  /**
+   * Judges an agent's read-back (read-back.ts) after its answer: off the agent's path, but a call
+   * `close()` waits for, so a clean stop records what the gate saw.
+   */
+  #observeReadBack(request: GateRequest, sent: UpstreamResult): void {
+    const routes = this.#readBacks.toolsFor(request);
+    if (routes.length === 0) return;
+    const observing = this.#readBacks
+      .observe(
+        routes,
+        request,
+        request.scope ?? this.#ctx.scope,
+        request.context.run ?? this.#ctx.runId,
+        sent,
+        this.#o.store,
+        this.#ctx.authorityKey ?? READ_BACK_FINGERPRINT_KEY,
+      )
+      .then((recorded) => {
+        if (recorded > 0) this.#o.logger.info({ recorded, path: request.path }, 'read-back observed');
+      })
+      .catch((err: unknown) => this.#o.logger.warn({ err: messageOf(err) }, 'read-back not recorded'));
+    this.#inFlight.add(observing);
+    void observing.finally(() => this.#inFlight.delete(observing));
   }
 
   /**
@@ -612,6 +646,9 @@ const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
 
 /** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */
 const RECONCILE_TIMEOUT_MS = 10_000;
+
+/** Keys a read-back's payload fingerprint when the gate has no authority key of its own. */
+const READ_BACK_FINGERPRINT_KEY = 'effectgate read-back';
 
 /** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
 const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);

@@ -46,12 +46,12 @@ const EMPTY = new Uint8Array(0);
 const decoder = new TextDecoder();
 
 /** One `match` pair with the request's value for it (`undefined` when the argument is absent). */
-interface Expected {
+export interface Expected {
   readonly m: ReconcileConfig['match'][number];
   readonly value: unknown;
 }
 
-type Outcome = Pick<ReconciliationInput, 'result' | 'matches' | 'remoteRefs' | 'status' | 'error'>;
+export type Outcome = Pick<ReconciliationInput, 'result' | 'matches' | 'remoteRefs' | 'status' | 'error'>;
 
 /** Looks the operation up at the destination; never throws for anything the destination does. */
 export async function reconcileLookup(input: ReconcileLookupInput): Promise<ReconciliationInput> {
@@ -113,7 +113,12 @@ export async function reconcileLookup(input: ReconcileLookupInput): Promise<Reco
   return { ...base, ...outcome, durationMs, startedAt };
 }
 
-function judge(tool: Tool, status: number, body: Uint8Array, expected: readonly Expected[]): Outcome {
+/**
+ * What a lookup answer says about the expected item: `match`, `multiple`, `none`, or
+ * `inconclusive` when it is not the list the tool describes. Also judges an agent's own read-back
+ * (read-back.ts).
+ */
+export function judge(tool: Tool, status: number, body: Uint8Array, expected: readonly Expected[]): Outcome {
   let json: unknown;
   try {
     json = JSON.parse(decoder.decode(body));
