@@ -38,7 +38,7 @@ import {
 } from './problem-response.js';
 import { type Proposal, type ProposalContext, type Proposed, propose } from './proposal.js';
 import { ANALYSIS_DEFAULTS, ProposalPool } from './proposal-pool.js';
-import { ReadBacks } from './read-back.js';
+import { type PendingReadBack, ReadBacks } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { RouteClassifier } from './route-classifier.js';
 import type {
@@ -282,8 +282,14 @@ export class Gate implements GateHandler {
     }
     if (proposed.kind === 'unclassified') {
       if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
+      // A read-back's candidates are read as it is sent: what its answer can speak for.
+      const routes = this.#readBacks.toolsFor(request);
+      const pending =
+        routes.length === 0
+          ? null
+          : this.#readBacks.begin(routes, request.scope ?? this.#ctx.scope, this.#o.store);
       const sent = await send(toUpstream(request, null));
-      this.#observeReadBack(request, sent);
+      if (pending !== null) this.#observeReadBack(pending, request, sent);
       return this.#relay(sent, null);
     }
     const proposal = proposed.proposal;
@@ -311,14 +317,11 @@ export class Gate implements GateHandler {
    * Judges an agent's read-back (read-back.ts) after its answer: off the agent's path, but a call
    * `close()` waits for, so a clean stop records what the gate saw.
    */
-  #observeReadBack(request: GateRequest, sent: UpstreamResult): void {
-    const routes = this.#readBacks.toolsFor(request);
-    if (routes.length === 0) return;
+  #observeReadBack(pending: PendingReadBack, request: GateRequest, sent: UpstreamResult): void {
     const observing = this.#readBacks
       .observe(
-        routes,
+        pending,
         request,
-        request.scope ?? this.#ctx.scope,
         request.context.run ?? this.#ctx.runId,
         sent,
         this.#o.store,
@@ -476,6 +479,8 @@ export class Gate implements GateHandler {
       ms: number,
     ): Promise<OutboxResult & { operationState: string }> => {
       o.metrics.upstream(tool.id, outcome.operationState, ms);
+      // An operation this gate just saw go unknown: its tool's read-backs must see it at once.
+      if (outcome.operationState === 'unknown') this.#readBacks.forget(tool, common.scope);
       return this.#record(outcome, tool.id, common.runId, result, reconciled);
     };
     const keyHash = key?.hash ?? null;

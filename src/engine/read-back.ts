@@ -11,6 +11,11 @@
  * a tool is read-back capable when every `{capture}` of its lookup path and every `match`
  * argument is one of its `dedupe.key` paths (`$.path.owner`, `$.body.title`). Its read-back must
  * go to the origin of the operation's attempts, with exactly the lookup's path and query.
+ *
+ * Only what the answer can speak for is settled: the operation's attempts as they were when the
+ * read-back was sent (the store refuses the settlement when a later attempt exists: it may have
+ * made a second copy the answer predates); the path compared segment by segment (`a%2Fb` is one
+ * segment, never two); every attempt to the read-back's own scheme, host and port.
  */
 import type { Tool } from '../policy/index.js';
 import type { ObservationInput, OperationRecord, Scope, Store } from '../store/index.js';
@@ -27,6 +32,8 @@ interface ReadBackRoute {
   readonly pathTemplate: string;
   /** `name=value` pairs of the template's query, values possibly `{capture}`. */
   readonly query: readonly (readonly [string, string])[];
+  /** Their names, sorted. */
+  readonly queryNames: readonly string[];
   /** For each capture name and each match argument, its index in the key values. */
   readonly keyIndex: ReadonlyMap<string, number>;
 }
@@ -35,10 +42,24 @@ interface ReadBackRoute {
 const CANDIDATES_TTL_MS = 1000;
 /** At most this many unknown operations are judged by one read-back. */
 const MAX_CANDIDATES = 50;
+/** How many judged (operation, answer) pairs are remembered. */
+const MAX_SEEN = 10_000;
+/** How many (tool, scope) candidate lists are kept at once. */
+const MAX_CANDIDATE_SETS = 1_000;
+const decoder = new TextDecoder();
+
+/** What `begin` started: the candidate operations of each tool, read as the request was sent. */
+export interface PendingReadBack {
+  readonly routes: readonly ReadBackRoute[];
+  readonly scope: Scope;
+  readonly candidates: readonly Promise<OperationRecord[]>[];
+}
 
 export class ReadBacks {
   readonly #routes: readonly ReadBackRoute[];
   readonly #candidates = new Map<string, { readonly at: number; readonly ops: Promise<OperationRecord[]> }>();
+  /** `<operation> <answer fingerprint>` pairs already judged (bounded, oldest out first). */
+  readonly #seen = new Set<string>();
 
   constructor(tools: readonly Tool[]) {
     this.#routes = tools.flatMap((t) => {
@@ -47,20 +68,38 @@ export class ReadBacks {
     });
   }
 
-  /** The tools whose lookup this request may be (no store, no allocation when there are none). */
+  /**
+   * The tools whose lookup this request may be: the lookup's method, path shape and query
+   * parameters, to a host the tool names (no store; no allocation when no tool has a lookup).
+   * Such a request is buffered instead of streamed, so the test is as narrow as it can be here.
+   */
   toolsFor(head: GateRequestHead): readonly ReadBackRoute[] {
     if (this.#routes.length === 0) return [];
-    return this.#routes.filter((r) => r.method === head.method && r.shape.test(head.path));
+    return this.#routes.filter(
+      (r) =>
+        r.method === head.method &&
+        r.shape.test(head.path) &&
+        r.tool.match.matchesHost(head.host, head.port) &&
+        sameQueryNames(r, head.query) &&
+        !acceptsEventStream(head),
+    );
   }
 
   /**
-   * Judges a delivered answer against the tools' unknown operations in the request's scope and
-   * records what it shows. Never throws for what the destination answered; store errors reject.
+   * Starts reading the tools' unknown operations as the read-back is sent (what they were then
+   * is what its answer can speak for); `observe` takes the result.
+   */
+  begin(routes: readonly ReadBackRoute[], scope: Scope, store: Store): PendingReadBack {
+    return { routes, scope, candidates: routes.map((r) => this.#unknownOf(r.tool, scope, store)) };
+  }
+
+  /**
+   * Judges a delivered answer against the unknown operations `begin` read, and records what it
+   * shows. Never throws for what the destination answered; store errors reject.
    */
   async observe(
-    routes: readonly ReadBackRoute[],
+    pending: PendingReadBack,
     request: GateRequest,
-    scope: Scope,
     runId: string,
     sent: UpstreamResult,
     store: Store,
@@ -68,13 +107,13 @@ export class ReadBacks {
   ): Promise<number> {
     if (sent.kind !== 'response' || sent.status < 200 || sent.status > 299) return 0;
     let recorded = 0;
-    for (const route of routes) {
-      const ops = await this.#unknownOf(route.tool, scope, store);
+    for (const [i, route] of pending.routes.entries()) {
+      const ops = await pending.candidates[i]!;
       for (const op of ops) {
         const values = op.keyValues;
         const last = op.attempts.at(-1);
         if (values === null || last === undefined) continue;
-        if (last.request.host !== request.host || last.request.port !== request.port) continue;
+        if (!op.attempts.every((a) => sameOrigin(a.request, request))) continue;
         if (!sameLookup(route, values, request)) continue;
         const expected: Expected[] = route.tool.reconcile!.match.map((m) => ({
           m,
@@ -83,10 +122,14 @@ export class ReadBacks {
         const outcome = judge(route.tool, sent.status, sent.body, expected);
         // Not the list the tool describes: says nothing about the operation.
         if (outcome.result === 'inconclusive') continue;
+        const fingerprint = hmacRef(fingerprintKey, canonicalJson(JSON.parse(decoder.decode(sent.body))));
+        // A polling agent sends the same answer again and again: judged once per operation.
+        const memo = `${op.id} ${fingerprint}`;
+        if (this.#seen.has(memo)) continue;
         const input: ObservationInput = {
           operationId: op.id,
           kind: 'read_back',
-          by: `agent read-back (run ${runId})`,
+          by: `agent read-back (run ${runId})`.slice(0, 200),
           reason: `${request.method} ${route.pathTemplate}: ${outcome.matches} matching item(s)`,
           settles:
             outcome.result === 'match'
@@ -98,18 +141,34 @@ export class ReadBacks {
           destinationRef: outcome.remoteRefs[0] ?? null,
           refs:
             outcome.result === 'multiple' ? outcome.remoteRefs.filter((r): r is string => r !== null) : [],
-          payloadFingerprint: hmacRef(
-            fingerprintKey,
-            canonicalJson(JSON.parse(new TextDecoder().decode(sent.body))),
-          ),
+          payloadFingerprint: fingerprint,
           source: 'gate',
+          asOfAttemptId: last.id,
         };
-        const result = await store.addObservation(input);
+        // Claimed before the store call: polls whose observing runs at the same time judge it once.
+        this.#remember(memo);
+        let result: Awaited<ReturnType<Store['addObservation']>>;
+        try {
+          result = await store.addObservation(input);
+        } catch (err) {
+          this.#seen.delete(memo);
+          throw err;
+        }
         if (!result.alreadyRecorded) recorded++;
-        if (result.stateChange !== null) this.#candidates.delete(candidatesKey(route.tool, scope));
+        if (result.stateChange !== null) this.#candidates.delete(candidatesKey(route.tool, pending.scope));
       }
     }
     return recorded;
+  }
+
+  #remember(memo: string): void {
+    if (this.#seen.size >= MAX_SEEN) this.#seen.delete(this.#seen.keys().next().value!);
+    this.#seen.add(memo);
+  }
+
+  /** Drops the remembered unknown operations of `tool` in `scope` (one just went unknown). */
+  forget(tool: Tool, scope: Scope): void {
+    if (this.#candidates.size > 0) this.#candidates.delete(candidatesKey(tool, scope));
   }
 
   /** The tool's unknown operations in the scope, remembered for a second (one query per tool and scope). */
@@ -121,7 +180,10 @@ export class ReadBacks {
     const ops = store
       .listOperations({ state: 'unknown', toolId: tool.id, tenant: scope.tenant, limit: MAX_CANDIDATES })
       .then((list) => list.filter((o) => o.scope.area === scope.area && o.scope.agent === scope.agent));
-    ops.catch(() => this.#candidates.delete(key));
+    // A failed read is remembered as long as a good one: a store that is down is not asked by
+    // every read-back (the caller logs the failure; the agent's answer is never held up by it).
+    ops.catch(() => undefined);
+    if (this.#candidates.size >= MAX_CANDIDATE_SETS) this.#candidates.clear();
     this.#candidates.set(key, { at: now, ops });
     return ops;
   }
@@ -155,40 +217,64 @@ function compile(tool: Tool): ReadBackRoute | null {
       .map((part) => (part.startsWith('{') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
       .join('')}$`,
   );
-  return { tool, method: reconcile.method, shape, pathTemplate, query, keyIndex };
+  const queryNames = query.map(([k]) => k).sort();
+  return { tool, method: reconcile.method, shape, pathTemplate, query, queryNames, keyIndex };
 }
 
-/** The request is the operation's lookup: its path filled with the key values, every lookup query parameter present. */
+/** The request is the operation's lookup: its path, segment by segment, and exactly its query. */
 function sameLookup(route: ReadBackRoute, values: readonly unknown[], request: GateRequest): boolean {
-  const fill = (text: string): string | null => {
-    let ok = true;
-    const out = text.replace(/\{([^}]*)\}/g, (_whole, name: string) => {
-      const v = values[route.keyIndex.get(name)!];
-      if (typeof v !== 'string' && typeof v !== 'number') ok = false;
-      return encodeURIComponent(String(v));
-    });
-    return ok ? out : null;
+  const keyValueOf = (name: string): string | null => {
+    const v = values[route.keyIndex.get(name)!];
+    return typeof v === 'string' || typeof v === 'number' ? String(v) : null;
   };
-  const path = fill(route.pathTemplate);
-  if (path === null || !samePath(path, request.path)) return false;
+  // Each segment decoded on its own: `acme%2Fa` is the one segment `acme/a`, never two.
+  const want = route.pathTemplate.split('/');
+  const got = request.path.split('/');
+  if (want.length !== got.length) return false;
+  for (let i = 0; i < want.length; i++) {
+    const capture = /^\{([^}]*)\}$/.exec(want[i]!)?.[1];
+    const expected = capture === undefined ? want[i]! : keyValueOf(capture);
+    if (expected === null || decodeSegment(got[i]!) !== expected) return false;
+  }
   // Exactly the lookup's query: an extra parameter (a page, a filter, per_page=1) could hide a
   // second copy of the effect and pass a duplicate off as one match.
   const given = [...new URLSearchParams(request.query)].map(([k, v]) => `${k}=${v}`).sort();
   const wanted: string[] = [];
   for (const [k, v] of route.query) {
-    const want = fill(v);
-    if (want === null) return false;
-    wanted.push(`${k}=${decodeURIComponent(want)}`);
+    const capture = /^\{([^}]*)\}$/.exec(v)?.[1];
+    const value = capture === undefined ? v : keyValueOf(capture);
+    if (value === null) return false;
+    wanted.push(`${k}=${value}`);
   }
   wanted.sort();
   return given.length === wanted.length && given.every((g, i) => g === wanted[i]);
 }
 
-/** Compared decoded: the request's path is normalized (unreserved characters decoded), the filled one encoded. */
-function samePath(filled: string, requested: string): boolean {
+function decodeSegment(segment: string): string | null {
   try {
-    return decodeURIComponent(filled) === decodeURIComponent(requested);
+    return decodeURIComponent(segment);
   } catch {
-    return false;
+    return null;
   }
+}
+
+/** The lookup's query parameter names, each once (values with captures are checked per operation). */
+function sameQueryNames(route: ReadBackRoute, query: string): boolean {
+  const names = [...new URLSearchParams(query).keys()].sort();
+  return names.length === route.queryNames.length && names.every((n, i) => n === route.queryNames[i]);
+}
+
+/** An agent that asks for an event stream is not listing items: never buffered for a read-back. */
+function acceptsEventStream(head: GateRequestHead): boolean {
+  const accept = head.headers['accept'];
+  return (Array.isArray(accept) ? accept.join(',') : (accept ?? ''))
+    .toLowerCase()
+    .includes('text/event-stream');
+}
+
+function sameOrigin(
+  a: { readonly scheme: string; readonly host: string; readonly port: number },
+  b: GateRequest,
+): boolean {
+  return a.scheme === b.scheme && a.host === b.host && a.port === b.port;
 }

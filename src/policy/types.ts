@@ -50,6 +50,8 @@ export interface RouteMatch {
  */
 export interface ToolMatcher {
   matchRoute(input: RouteInput): RouteMatch | null;
+  /** Whether `match.hosts` names this host (and port, where an entry says `host:port`). */
+  matchesHost(host: string, port: number): boolean;
   /** True when the tool declares `match.body` conditions (the body must be buffered to decide). */
   readonly hasBodyConditions: boolean;
   /** Checks `match.body` equality conditions against the parsed JSON body (true when none). */

@@ -476,8 +476,13 @@ export interface ObservationInput {
   readonly refs: readonly string[];
   /** `sha256:<hex>` of the evidence's payload as RFC 8785 JSON, or as given; also what makes a repeat delivery one observation. */
   readonly payloadFingerprint: string | null;
-  /** Where it was recorded: `cli`, `api`, `page`. */
+  /** Where it was recorded: `cli`, `api`, `page`, `gate`. */
   readonly source: string;
+  /**
+   * The operation's latest attempt the evidence was gathered after (a read-back): a later attempt
+   * may have done what the evidence could not see, so it then settles nothing (`not_settled`).
+   */
+  readonly asOfAttemptId?: string | null;
 }
 
 export interface ObservationResult {

@@ -67,9 +67,11 @@ begin
   -- still record "sent, no response", and a key released meanwhile would let the next proposal
   -- go out as a plain retry of a write that may have happened. Recovery (or the gate) makes it
   -- unknown first; then it can be resolved as failed.
-  v_settleable := v_op.state = 'unknown'
+  v_settleable := (v_op.state = 'unknown'
     or (v_op.state = 'open' and v_att.id is not null and v_att.dispatch_state is null and v_att.deadline_at < now()
-      and v_to is distinct from 'failed');
+      and v_to is distinct from 'failed'))
+    -- Evidence gathered before a later attempt (an agent's read-back) cannot speak for that one.
+    and (p ->> 'asOfAttemptId' is null or v_att.id is not distinct from p ->> 'asOfAttemptId');
 
   -- The same delivery again is the same observation, unless it could not settle then and can now
   -- (a webhook that beat the response, redelivered once the operation became unknown).
@@ -89,6 +91,8 @@ begin
 
   if v_to is not null and not v_settleable then
     v_why := case
+      when p ->> 'asOfAttemptId' is not null and v_att.id is distinct from p ->> 'asOfAttemptId' then format(
+        'its attempt %s started after this evidence was gathered', v_att.number)
       when v_op.state = 'open' and v_att.dispatch_state is null and v_att.deadline_at < now() then format(
         'its attempt %s has no outcome yet, and the gate that sent it may still record one; it can be resolved as failed once it is unknown (effectgate recover marks a dead gate''s attempts)',
         v_att.number)
@@ -130,7 +134,7 @@ begin
     'by', p -> 'by', 'reason', p -> 'reason', 'source', p -> 'source', 'settles', v_to,
     'status', p -> 'status', 'destinationRef', v_ref,
     'refs', case when jsonb_array_length(v_refs) > 0 then v_refs end,
-    'payloadFingerprint', p -> 'payloadFingerprint',
+    'payloadFingerprint', p -> 'payloadFingerprint', 'asOfAttemptId', p -> 'asOfAttemptId',
     'stateAtObservation', v_op.state)));
   perform eg_append_event(v_op_id, 'observation.' || v_kind, v_op_id, '{"input":' || p_input || ',"facts":' ||
     json_build_object('observationId', v_id, 'result', v_result, 'stateChange', v_change, 'key', v_key_change,

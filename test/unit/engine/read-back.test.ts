@@ -24,21 +24,25 @@ tools:
   ]).tools;
 }
 
-const head = (method: string, path: string): GateRequestHead =>
+const head = (
+  method: string,
+  path: string,
+  extra: { host?: string; query?: string; headers?: Record<string, string> } = {},
+): GateRequestHead =>
   ({
     method,
     path,
-    host: 'api.example.test',
+    host: extra.host ?? 'api.example.test',
     port: 443,
     scheme: 'https',
-    query: '',
-    headers: {},
+    query: extra.query ?? 'state=all',
+    headers: extra.headers ?? {},
   }) as unknown as GateRequestHead;
 
 describe('ReadBacks.toolsFor', () => {
   const readBacks = new ReadBacks(tools('$.title: $.body.title'));
 
-  it("matches the lookup's method and path shape, one segment per capture", () => {
+  it("matches the lookup's method, path shape (one segment per capture), query names and the tool's hosts", () => {
     expect(readBacks.toolsFor(head('GET', '/repos/acme/app/issues')).map((r) => r.tool.id)).toEqual([
       't.create_issue',
     ]);
@@ -50,6 +54,12 @@ describe('ReadBacks.toolsFor', () => {
     ] as const) {
       expect(readBacks.toolsFor(head(m, p)), `${m} ${p}`).toEqual([]);
     }
+    // Anything else streams as before: another host, another query, an event stream.
+    const path = '/repos/acme/app/issues';
+    expect(readBacks.toolsFor(head('GET', path, { host: 'gitlab.example.org' }))).toEqual([]);
+    expect(readBacks.toolsFor(head('GET', path, { query: 'state=all&page=2' }))).toEqual([]);
+    expect(readBacks.toolsFor(head('GET', path, { query: '' }))).toEqual([]);
+    expect(readBacks.toolsFor(head('GET', path, { headers: { accept: 'text/event-stream' } }))).toEqual([]);
   });
 
   it('leaves out a tool whose match arguments or captures are not key paths (the store keeps only key values)', () => {
