@@ -7,45 +7,21 @@
 
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DedupeKeyInput, GrantInput, ReserveInput, Store } from '../../../src/store/index.js';
+import type { GrantInput, ReserveInput } from '../../../src/store/index.js';
 import { chainOf, verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import {
-  type Allow,
   expectVerdict,
+  grantInput,
   newKey,
   newRun,
-  outcome,
   request,
   reserve,
-  scope,
   sleep,
+  unknownOperation,
 } from './inputs.js';
 
 type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
-
-async function unknownOperation(
-  store: Store,
-  key: DedupeKeyInput,
-  overrides: Overrides = {},
-): Promise<Allow> {
-  const first = await store.decide(reserve(newRun(), key, overrides));
-  expectVerdict(first, 'allow');
-  await store.recordOutcome(outcome(first, key, 'unknown'));
-  return first;
-}
-
-function grant(runId: string, extra: Partial<GrantInput> = {}): GrantInput {
-  return {
-    runId,
-    toolId: 'github.create_issue',
-    scope,
-    by: 'ops@acme.test',
-    reason: 'batch recovery',
-    ttlMs: 30 * 60_000,
-    ...extra,
-  };
-}
 
 for (const target of storeTargets()) {
   describe(`session grants under races and bad input on ${target.name}`, () => {
@@ -59,7 +35,7 @@ for (const target of storeTargets()) {
 
     it('a grant to RETRY never lets a CHANGED request (a fork, a new operation) out while the original is unknown', async () => {
       const batch = newRun();
-      await store.createGrant(grant(batch));
+      await store.createGrant(grantInput(batch));
       const key = newKey();
       const first = await unknownOperation(store, key);
       const changed = await store.decide(
@@ -84,7 +60,7 @@ for (const target of storeTargets()) {
         by: 'lead@acme.test',
         reason: 'do NOT retry this one: the destination may have created it',
       });
-      await store.createGrant(grant(batch));
+      await store.createGrant(grantInput(batch));
       const retry = await store.decide(reserve(batch, key));
       const cards = await store.listApprovals({ operationId: first.operationId });
       expect(
@@ -99,8 +75,8 @@ for (const target of storeTargets()) {
         const batch = newRun();
         const key = newKey();
         const first = await unknownOperation(store, key);
-        let g = await store.createGrant(grant(batch));
-        while (chainOf(g.id) === chainOf(first.operationId)) g = await store.createGrant(grant(batch));
+        let g = await store.createGrant(grantInput(batch));
+        while (chainOf(g.id) === chainOf(first.operationId)) g = await store.createGrant(grantInput(batch));
         const sibling = await store.openSibling();
         const locker = new pg.Client({ connectionString: store.url });
         await locker.connect();
@@ -156,7 +132,7 @@ for (const target of storeTargets()) {
     it('bad grant input reaching the store directly (store socket) is refused, not turned into a wrong record', async () => {
       // A negative / zero ttl is accepted by the store and yields a grant that is already expired.
       const run = newRun();
-      const result = await store.createGrant(grant(run, { ttlMs: -60_000 })).then(
+      const result = await store.createGrant(grantInput(run, { ttlMs: -60_000 })).then(
         (g) => `created (${g.state})`,
         (e: { code?: string }) => `refused ${e.code}`,
       );
@@ -168,10 +144,12 @@ for (const target of storeTargets()) {
       try {
         const run = newRun();
         // The store spreads the caller's input after its own grantId: { action, grantId, ...input }.
-        const g = await store.createGrant({ ...grant(run), grantId: 12345 } as unknown as GrantInput).then(
-          (x) => x.id,
-          (e: Error) => `refused: ${e.message}`,
-        );
+        const g = await store
+          .createGrant({ ...grantInput(run), grantId: 12345 } as unknown as GrantInput)
+          .then(
+            (x) => x.id,
+            (e: Error) => `refused: ${e.message}`,
+          );
         const report = await verifyStoreChain(store);
         expect({ g, ok: report.ok, bad: report.firstBad?.reason }).toMatchObject({ ok: true });
         expect(g).toMatch(/^[0-9a-f-]{36}$/);
@@ -183,7 +161,7 @@ for (const target of storeTargets()) {
     it('two concurrent proposals of the granted run for one unknown operation: one retry only', async () => {
       if (target.kind !== 'postgres') return;
       const batch = newRun();
-      await store.createGrant(grant(batch, { toolId: null }));
+      await store.createGrant(grantInput(batch, { toolId: null }));
       const key = newKey();
       const first = await unknownOperation(store, key);
       const sibling = await store.openSibling();

@@ -1,8 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DedupeKeyInput, GrantInput, ReserveInput, Store } from '../../../src/store/index.js';
+import type { ReserveInput } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, scope, sleep } from './inputs.js';
+import {
+  expectVerdict,
+  grantInput,
+  newKey,
+  newRun,
+  reserve,
+  scope,
+  sleep,
+  unknownOperation,
+} from './inputs.js';
 
 /**
  * Session grants (issue 13 item 5, migration 0008, eg_grant.sql, eg_unknown.sql): one run of one
@@ -12,29 +21,6 @@ import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, scope, sle
  */
 
 type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
-
-async function unknownOperation(
-  store: Store,
-  key: DedupeKeyInput,
-  overrides: Overrides = {},
-): Promise<Allow> {
-  const first = await store.decide(reserve(newRun(), key, overrides));
-  expectVerdict(first, 'allow');
-  await store.recordOutcome(outcome(first, key, 'unknown'));
-  return first;
-}
-
-function grant(runId: string, extra: Partial<GrantInput> = {}): GrantInput {
-  return {
-    runId,
-    toolId: 'github.create_issue',
-    scope,
-    by: 'ops@acme.test',
-    reason: 'batch recovery of the 03:00 outage',
-    ttlMs: 30 * 60_000,
-    ...extra,
-  };
-}
 
 for (const target of storeTargets()) {
   describe(`session grants on ${target.name}`, () => {
@@ -50,7 +36,7 @@ for (const target of storeTargets()) {
 
     it('the granted run retries each unknown operation of the tool once, each card used under the grant; another run is held', async () => {
       const batch = newRun();
-      const g = await store.createGrant(grant(batch));
+      const g = await store.createGrant(grantInput(batch));
       expect(g).toMatchObject({
         runId: batch,
         toolId: 'github.create_issue',
@@ -99,7 +85,7 @@ for (const target of storeTargets()) {
 
     it('a revoked or expired grant, another tool or another scope is held as before', async () => {
       const batch = newRun();
-      const g = await store.createGrant(grant(batch));
+      const g = await store.createGrant(grantInput(batch));
       const revoked = await store.revokeGrant({ grantId: g.id, by: 'lead@acme.test', reason: 'batch done' });
       expect(revoked).toMatchObject({
         state: 'revoked',
@@ -114,7 +100,7 @@ for (const target of storeTargets()) {
       expectVerdict(await store.decide(reserve(batch, key)), 'hold');
 
       const shortRun = newRun();
-      await store.createGrant(grant(shortRun, { ttlMs: 30 }));
+      await store.createGrant(grantInput(shortRun, { ttlMs: 30 }));
       await sleep(60);
       expect((await store.listGrants({ runId: shortRun }))[0]?.state).toBe('expired');
       const key2 = newKey();
@@ -122,31 +108,31 @@ for (const target of storeTargets()) {
       expectVerdict(await store.decide(reserve(shortRun, key2)), 'hold');
 
       const toolRun = newRun();
-      await store.createGrant(grant(toolRun, { toolId: 'github.close_issue' }));
+      await store.createGrant(grantInput(toolRun, { toolId: 'github.close_issue' }));
       const key3 = newKey();
       await unknownOperation(store, key3);
       expectVerdict(await store.decide(reserve(toolRun, key3)), 'hold');
 
       const scopedRun = newRun();
-      await store.createGrant(grant(scopedRun, { scope: { ...scope, tenant: 'globex' } }));
+      await store.createGrant(grantInput(scopedRun, { scope: { ...scope, tenant: 'globex' } }));
       const key4 = newKey();
       await unknownOperation(store, key4);
       expectVerdict(await store.decide(reserve(scopedRun, key4)), 'hold');
 
       // A grant for every tool (toolId null) covers this one.
       const anyRun = newRun();
-      await store.createGrant(grant(anyRun, { toolId: null }));
+      await store.createGrant(grantInput(anyRun, { toolId: null }));
       expectVerdict(await store.decide(reserve(anyRun, key4)), 'allow');
     });
 
     it("a grant takes its scope from the run's decisions, and refuses a run that decided nothing", async () => {
       const run = newRun();
-      await expect(store.createGrant(grant(run, { scope: null }))).rejects.toMatchObject({
+      await expect(store.createGrant(grantInput(run, { scope: null }))).rejects.toMatchObject({
         code: 'EG_ERR_CONFIG_INVALID',
         message: expect.stringMatching(/has decided nothing yet/),
       });
       expectVerdict(await store.decide(reserve(run, newKey())), 'allow');
-      const g = await store.createGrant(grant(run, { scope: null }));
+      const g = await store.createGrant(grantInput(run, { scope: null }));
       expect(g.scope).toEqual(scope);
       await expect(
         store.revokeGrant({ grantId: 'no-such-grant', by: 'x', reason: 'y' }),
@@ -157,7 +143,7 @@ for (const target of storeTargets()) {
 
     it('never lets a retry past an exhausted budget', async () => {
       const batch = newRun();
-      await store.createGrant(grant(batch));
+      await store.createGrant(grantInput(batch));
       const key = newKey();
       const first = await unknownOperation(store, key, { retryBudget: 1 });
       const r = await store.decide(reserve(batch, key, { retryBudget: 1 }));

@@ -3,6 +3,7 @@ import type {
   BlockInput,
   DecideResult,
   DedupeKeyInput,
+  GrantInput,
   OutcomeInput,
   ReconciliationInput,
   ReconciliationResult,
@@ -10,6 +11,7 @@ import type {
   RequestFacts,
   ReserveInput,
   Scope,
+  Store,
 } from '../../../src/store/index.js';
 import { uuidv7 } from '../../../src/store/index.js';
 
@@ -166,4 +168,31 @@ export function expectVerdict<V extends DecideResult['verdict']>(
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Allows a new operation and records an `unknown` outcome for it (by default `sent_no_response`). */
+export async function unknownOperation(
+  store: Store,
+  key: DedupeKeyInput,
+  overrides: Partial<Omit<ReserveInput, 'kind'>> = {},
+  outcomeOverrides: Partial<OutcomeInput> = {},
+): Promise<Allow> {
+  const first = await store.decide(reserve(newRun(), key, overrides));
+  expectVerdict(first, 'allow');
+  const res = await store.recordOutcome(outcome(first, key, 'unknown', outcomeOverrides));
+  expect(res.operationState).toBe('unknown');
+  return first;
+}
+
+/** A session grant of `runId` for github.create_issue in `scope`, for 30 minutes. */
+export function grantInput(runId: string, extra: Partial<GrantInput> = {}): GrantInput {
+  return {
+    runId,
+    toolId: 'github.create_issue',
+    scope,
+    by: 'ops@acme.test',
+    reason: 'batch recovery of the 03:00 outage',
+    ttlMs: 30 * 60_000,
+    ...extra,
+  };
 }

@@ -1,14 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type {
-  DedupeKeyInput,
-  ObservationInput,
-  OutcomeInput,
-  ReserveInput,
-  Store,
-} from '../../../src/store/index.js';
+import type { DedupeKeyInput, ObservationInput, ReserveInput } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+import { expectVerdict, newKey, newRun, outcome, reserve, sleep, unknownOperation } from './inputs.js';
 
 /**
  * Evidence from outside the gate (issue 13, DESIGN.md §3 "Observations", eg_add_observation.sql):
@@ -18,19 +12,6 @@ import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } fr
  */
 
 type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
-
-async function unknownOperation(
-  store: Store,
-  key: DedupeKeyInput,
-  overrides: Overrides = {},
-  outcomeOverrides: Partial<OutcomeInput> = {},
-): Promise<Allow> {
-  const first = await store.decide(reserve(newRun(), key, overrides));
-  expectVerdict(first, 'allow');
-  const res = await store.recordOutcome(outcome(first, key, 'unknown', outcomeOverrides));
-  expect(res.operationState).toBe('unknown');
-  return first;
-}
 
 function decision(
   operationId: string,
