@@ -1,6 +1,7 @@
 import { parseDuration } from './duration.js';
 import { compileJsonPath, parseJsonPath } from './json-path.js';
 import type { PolicyReader, Slot } from './policy-reader.js';
+import { suggestField } from './suggest-field.js';
 import type { CompiledPath } from './types.js';
 
 /** Roots of the argument document `{ path, query, body }` that key and redaction paths run over. */
@@ -107,10 +108,48 @@ export function readHeaderName(r: PolicyReader, slot: Slot): string | null {
 }
 
 /** An HTTP method token, upper-cased (methods are case-insensitive in policy files). */
+/**
+ * The methods a tool may name: RFC 9110's, PATCH (RFC 5789), the WebDAV and CalDAV ones, QUERY
+ * (draft-ietf-httpbis-safe-method-w-body) and the common extensions PURGE, LINK, UNLINK. A closed
+ * set because a typo (`PSOT`) would otherwise load fine and leave the effect it meant ungoverned:
+ * no request ever carries that method.
+ */
+export const HTTP_METHODS: readonly string[] = Object.freeze([
+  'GET',
+  'HEAD',
+  'POST',
+  'PUT',
+  'DELETE',
+  'CONNECT',
+  'OPTIONS',
+  'TRACE',
+  'PATCH',
+  'QUERY',
+  'PROPFIND',
+  'PROPPATCH',
+  'MKCOL',
+  'COPY',
+  'MOVE',
+  'LOCK',
+  'UNLOCK',
+  'REPORT',
+  'SEARCH',
+  'MKCALENDAR',
+  'PURGE',
+  'LINK',
+  'UNLINK',
+]);
+
 export function readMethod(r: PolicyReader, slot: Slot): string | null {
   const text = r.string(slot);
   if (text === null) return null;
-  if (/^[A-Za-z]+$/.test(text)) return text.toUpperCase();
-  r.issue(slot.at, slot.field, `${JSON.stringify(text)} is not an HTTP method`);
+  const upper = text.toUpperCase();
+  if (HTTP_METHODS.includes(upper)) return upper;
+  const near = /^[A-Za-z]+$/.test(text) ? suggestField(upper, HTTP_METHODS) : null;
+  r.issue(
+    slot.at,
+    slot.field,
+    `${JSON.stringify(text)} is not an HTTP method${near === null ? '' : ` (did you mean ${near}?)`}: a tool that names it would never match, leaving its effect ungoverned (known: ${HTTP_METHODS.join(', ')})`,
+  );
   return null;
 }

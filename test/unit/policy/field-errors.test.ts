@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { BASE_TOOL, baseWith, issuesOfText, lines } from './policy-test-helpers.js';
 
 describe('policy field errors', () => {
@@ -31,6 +32,28 @@ describe('policy field errors', () => {
       field: 'defualt',
       message: expect.stringContaining('"default"'),
     });
+  });
+
+  it('refuses a misspelt method with its line and the method it likely meant: it would leave the effect ungoverned', () => {
+    const issues = issuesOfText(lines(...BASE_TOOL.slice(0, 5), '      method: PSOT', ...BASE_TOOL.slice(6)));
+    expect(issues).toEqual([
+      expect.objectContaining({
+        line: 6,
+        field: 'tools[0].match.method',
+        message: expect.stringMatching(
+          /^"PSOT" is not an HTTP method \(did you mean POST\?\): a tool that names it would never match/,
+        ),
+      }),
+    ]);
+    // Lower case is the same method; an unknown extension method is refused without a guess.
+    const patch = parsePolicyFiles([
+      { file: 'p.yaml', text: lines(...BASE_TOOL.slice(0, 5), '      method: patch', ...BASE_TOOL.slice(6)) },
+    ]);
+    expect(patch.tools[0]!.match.explain()).toMatch(/^PATCH /);
+    const odd = issuesOfText(
+      lines(...BASE_TOOL.slice(0, 5), '      method: FROBNICATE', ...BASE_TOOL.slice(6)),
+    );
+    expect(odd[0]!.message).toMatch(/^"FROBNICATE" is not an HTTP method: .*\(known: GET, HEAD, POST/);
   });
 
   it('rejects a bad duration', () => {
