@@ -10,6 +10,8 @@ export const ERROR_CODES = {
   EG_ERR_STORE_UNAVAILABLE:
     'The store (PostgreSQL or PGlite) could not be reached or answered with an error.',
   EG_ERR_STORE_LOCKED: 'The embedded PGlite store directory is already open in another live process.',
+  EG_ERR_STORE_MISSING:
+    'A command found no store where it looked (no embedded store there, or a database never migrated); nothing was created.',
   EG_ERR_MIGRATION_FAILED: 'A store migration failed; the store was left at the last good migration.',
   EG_ERR_AUDIT_CHAIN_BROKEN: 'The hash-chained event log does not verify.',
   EG_ERR_BODY_TOO_LARGE: 'A governed request body is larger than the configured limit.',

@@ -130,7 +130,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
 
   const policies = await loadPolicies(values.policies);
   const storeUrl = resolveStoreUrl(values.store);
-  const store = await openStore({ url: storeUrl, migrate: !values['no-migrate'] });
+  const store = await openStore({ url: storeUrl, migrate: !values['no-migrate'], requireExisting: true });
   // Start-up either completes or undoes itself: every resource opened from here on is closed
   // again, newest first, if a later step fails (a port taken, a recovery that cannot reach the
   // store), so a failed start releases the store lock and exits with one clear line (issue 10).

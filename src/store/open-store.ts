@@ -1,6 +1,6 @@
-import { realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { type Dialect, Kysely, PostgresDialect } from 'kysely';
+import { type Dialect, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { EffectgateError, StoreError } from '../errors.js';
 import { CountingDialect, RoundTripCounter } from './counting-dialect.js';
@@ -19,6 +19,11 @@ export interface OpenStoreOptions {
   readonly url?: string;
   /** Apply pending migrations on open (default true). */
   readonly migrate?: boolean;
+  /**
+   * With `migrate: false`: refuse (`EG_ERR_STORE_MISSING`) a store that does not exist yet or was
+   * never migrated, instead of creating an empty one or failing later on a missing table.
+   */
+  readonly requireExisting?: boolean;
 }
 
 export const DEFAULT_STORE_URL = 'pglite:./.effectgate';
@@ -45,11 +50,12 @@ export function openStore(options: OpenStoreOptions = {}): Promise<Store> {
 /**
  * For inspection and approval commands: the store itself, or, when a running gate holds the
  * embedded store's directory lock, that gate's store socket (DESIGN.md §4.4: these commands never
- * fail with "database locked"). Never migrates.
+ * fail with "database locked"). Never migrates, and never creates a store: one that is not there
+ * (a command run from another directory than the gate's) is `EG_ERR_STORE_MISSING`.
  */
 export async function openInspectionStore(url: string): Promise<Store> {
   try {
-    return await openKyselyStore({ url, migrate: false });
+    return await openKyselyStore({ url, migrate: false, requireExisting: true });
   } catch (err) {
     if (
       !(err instanceof EffectgateError && err.code === 'EG_ERR_STORE_LOCKED' && url.startsWith('pglite:'))
@@ -70,6 +76,41 @@ export async function openInspectionStore(url: string): Promise<Store> {
   }
 }
 
+/** Where to point a command that found no store (the flag, the variable, the default). */
+const POINT_AT_STORE =
+  "run the command from the directory the gate was started in, or name the gate's store with --store pglite:DIR or --store postgres://… (or DATABASE_URL)";
+
+/** A `pglite:DIR` whose database was never created: opening it would create an empty one. */
+function refuseMissingEmbedded(url: string): void {
+  const location = url.startsWith('pglite:') ? url.slice('pglite:'.length) : '';
+  if (location === '' || location === 'memory') return;
+  const dir = resolve(location);
+  if (!existsSync(join(dir, 'pgdata'))) {
+    throw new EffectgateError(
+      'EG_ERR_STORE_MISSING',
+      `No embedded store at ${dir} (store ${url}): ${POINT_AT_STORE}. Nothing was created.`,
+    );
+  }
+}
+
+/** A database the gate never migrated (an empty PostgreSQL database, a proxy run with --no-migrate). */
+async function refuseUnmigrated(store: KyselyStore, url: string): Promise<void> {
+  const { rows } = await sql<{ ok: boolean }>`select to_regclass('operations') is not null as ok`.execute(
+    store.db,
+  );
+  if (rows[0]?.ok !== true) {
+    throw new EffectgateError(
+      'EG_ERR_STORE_MISSING',
+      `The store ${redactUrl(url)} was never migrated (it has no effectgate tables): start the gate on it without --no-migrate, or run effectgate migrate --store …; or ${POINT_AT_STORE}.`,
+    );
+  }
+}
+
+/** A store URL without its password, for messages. */
+function redactUrl(url: string): string {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]*):[^@/]*@/i, '$1:***@');
+}
+
 /** The real directory of a `pglite:DIR` store URL; `null` for `pglite:memory` or a missing one. */
 export function embeddedStoreDir(url: string): string | null {
   const location = url.startsWith('pglite:') ? url.slice('pglite:'.length) : '';
@@ -84,6 +125,8 @@ export function embeddedStoreDir(url: string): string | null {
 /** `openStore`, typed as the implementation (its `db` is used by maintenance commands and tests). */
 export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<KyselyStore> {
   const url = options.url ?? DEFAULT_STORE_URL;
+  const migrate = options.migrate ?? true;
+  if (!migrate && options.requireExisting === true) refuseMissingEmbedded(url);
   const counter = new RoundTripCounter();
   let store: KyselyStore;
   if (/^postgres(ql)?:\/\//i.test(url)) {
@@ -103,7 +146,8 @@ export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<K
     // Reachability first, so an unreachable server reads as EG_ERR_STORE_UNAVAILABLE, not as a
     // failed migration.
     await store.ping();
-    if (options.migrate ?? true) await store.migrate();
+    if (migrate) await store.migrate();
+    else if (options.requireExisting === true) await refuseUnmigrated(store, url);
   } catch (err) {
     await store.close().catch(() => undefined);
     throw err;

@@ -70,10 +70,12 @@ export async function startProxyProcess(
 export async function runCli(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
+  cwd?: string,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [BIN, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(cwd === undefined ? {} : { cwd }),
   });
   let stdout = '';
   let stderr = '';
