@@ -11,7 +11,7 @@ import { type ApprovalRecord, openInspectionStore, resolveStoreUrl } from '../st
 import { COLUMNS, flag, keyText, labelled, printable, truncate, writeJson } from './cli-text.js';
 import { GRANT_USAGE, revokeGrant, runGrant, runGrants } from './grants-command.js';
 
-const USAGE = `usage: effectgate approvals list [--state S] [--limit N] [--store URL] [--json]
+export const USAGE = `usage: effectgate approvals list [--state S] [--limit N] [--store URL] [--json]
        effectgate approvals approve <id> --by WHO --reason TEXT [--ttl 1h|permanent] [--store URL] [--json]
        effectgate approvals deny <id> --by WHO --reason TEXT [--store URL] [--json]
        effectgate approvals revoke <id> --by WHO --reason TEXT [--store URL] [--json]

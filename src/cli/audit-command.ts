@@ -15,7 +15,7 @@ import {
 } from '../store/index.js';
 import { printable } from './cli-text.js';
 
-const USAGE = `usage: effectgate audit verify [--store URL] [--json]
+export const USAGE = `usage: effectgate audit verify [--store URL] [--json]
        effectgate audit verify --file FILE [--json]
        effectgate audit export [--store URL] [--out FILE [--force]]
        effectgate audit prune --before TIME --archive FILE [--store URL] [--json]`;

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { EffectgateError } from '../errors.js';
 import { CA_CERT_FILE, CA_KEY_FILE, initCertificateAuthority } from '../proxy/index.js';
 
-const USAGE = 'usage: effectgate ca init --dir DIR [--force]';
+export const USAGE = 'usage: effectgate ca init --dir DIR [--force]';
 
 /**
  * `effectgate ca init --dir DIR [--force]`: creates the local CA the proxy intercepts HTTPS with

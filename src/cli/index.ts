@@ -2,6 +2,7 @@ import { isEffectgateError } from '../errors.js';
 import { runApprovals } from './approvals-command.js';
 import { runAudit } from './audit-command.js';
 import { runCa } from './ca-command.js';
+import { helpFor, version } from './command-help.js';
 import { runMigrate } from './migrate-command.js';
 import { runOperations } from './operations-command.js';
 import { runPolicies } from './policies-command.js';
@@ -39,13 +40,24 @@ commands:
   migrate            apply pending store migrations
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
 
-Store: --store postgres://… | pglite:DIR (default: DATABASE_URL, else pglite:./.effectgate)`;
+Store: --store postgres://… | pglite:DIR (default: DATABASE_URL, else pglite:./.effectgate)
+effectgate <command> --help: that command's flags; effectgate --version: the version`;
 
 /** The `effectgate` command. Returns the exit code; never calls process.exit itself. */
 export async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
+  const help = command === undefined ? null : helpFor(command, rest);
+  if (help !== null) {
+    process.stdout.write(`${help}\n`);
+    return 0;
+  }
   try {
     switch (command) {
+      case '--version':
+      case '-V':
+      case 'version':
+        process.stdout.write(`effectgate ${version()}\n`);
+        return 0;
       case 'proxy':
         return await runProxy(rest);
       case 'policies':

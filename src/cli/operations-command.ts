@@ -15,7 +15,7 @@ import {
 } from '../store/index.js';
 import { COLUMNS, flag, keyText, padEnd, printable, truncate, writeJson } from './cli-text.js';
 
-const USAGE = `usage: effectgate operations [--state S] [--tool T] [--tenant T] [--since 24h|ISO] [--limit N] [--store URL] [--json]
+export const USAGE = `usage: effectgate operations [--state S] [--tool T] [--tenant T] [--since 24h|ISO] [--limit N] [--store URL] [--json]
        effectgate operations resolve <id> --as succeeded|failed|duplicate_effect_confirmed --by WHO --reason TEXT [--ref URL ...] [--store URL] [--json]`;
 
 /**

@@ -11,7 +11,7 @@ import {
 } from '../policy/index.js';
 import { printable } from './cli-text.js';
 
-const USAGE =
+export const USAGE =
   'usage: effectgate policies check DIR [--json] [--strict]\n' +
   '       [--from-tools-list FILE [--mcp-host HOST] [--mcp-path /mcp]]\n';
 

@@ -10,7 +10,7 @@ import {
 } from '../store/index.js';
 import { flag, printable, writeJson } from './cli-text.js';
 
-const USAGE = 'usage: effectgate recover [--policies DIR] [--stale-after 30s] [--store URL] [--json]';
+export const USAGE = 'usage: effectgate recover [--policies DIR] [--stale-after 30s] [--store URL] [--json]';
 
 /** What happens next to a recovered operation, by the tool's unknown rule. */
 const PLAN: Readonly<Record<UnknownRule, string>> = {

@@ -13,7 +13,7 @@ const OPTIONS = {
   color: { type: 'boolean' },
 } as const satisfies ParseArgsConfig['options'];
 
-const USAGE = `usage: effectgate trail <operation-id> [--json]
+export const USAGE = `usage: effectgate trail <operation-id> [--json]
        effectgate trail --run <run-id> [--json]          every decision of a run
        effectgate trail --tool <tool-id> --key '<JSON array of key values>' [--json]
 options: --store postgres://…|pglite:DIR, --color/--no-color (default: colour on a terminal only)`;

@@ -67,3 +67,44 @@ describe('effectgate migrate and audit verify', () => {
     expect(bad.stdout).toMatch(/BROKEN.*seq \d+/);
   });
 });
+
+describe('--help and --version (issue 14 item 5)', () => {
+  it.each([
+    ['proxy', '--tunnel-idle-timeout'],
+    ['policies', 'policies check DIR'],
+    ['operations', 'operations resolve <id>'],
+    ['approvals', 'approvals grant --run RUN'],
+    ['trail', 'trail <operation-id>'],
+    ['recover', '--stale-after'],
+    ['audit', 'audit prune --before TIME'],
+    ['migrate', '--store URL'],
+    ['ca', 'ca init --dir DIR'],
+  ])(
+    'effectgate %s --help (and -h, after a subcommand too) prints its usage with exit 0, never a parse error',
+    async (command, text) => {
+      for (const args of [
+        [command, '--help'],
+        [command, '-h'],
+        [command, 'list', '--help'],
+      ]) {
+        const r = await runCli(args);
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+        expect(r.stdout).toContain(`usage: effectgate ${command}`);
+        expect(r.stdout).toContain(text);
+        expect(r.stderr).toBe('');
+      }
+    },
+  );
+
+  it('the proxy help names every one of its flags', async () => {
+    const { PROXY_OPTIONS } = await import('../../src/cli/proxy-command.js');
+    const r = await runCli(['proxy', '--help']);
+    for (const flag of Object.keys(PROXY_OPTIONS)) expect(r.stdout).toContain(`--${flag}`);
+  });
+
+  it('effectgate --version prints the package version', async () => {
+    const r = await runCli(['--version']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^effectgate \d+\.\d+\.\d+\n$/);
+  });
+});
