@@ -155,7 +155,14 @@ export class ConnectTunnel {
     }
     const { host, port } = parsed.value;
     if (!this.#allowPorts.has(port)) {
-      const detail = `Tunnels may only be opened to ports ${[...this.#allowPorts].join(', ')}; ${port} is not allowed.`;
+      // Said where a person will look: the answer names the flag, the log and /metrics count it.
+      const allowed = [...this.#allowPorts].join(', ');
+      const detail = `Tunnels may only be opened to ports ${allowed}; ${port} is not allowed. Nothing was connected. To allow it, start the gate with --allow-connect-ports ${allowed},${port}.`;
+      this.#counters.increment('connectsRefusedPort');
+      this.#logger?.warn(
+        { connect: formatAuthority(host, port), allowed, counter: 'connectsRefusedPort' },
+        `CONNECT refused: port ${port} is not in --allow-connect-ports`,
+      );
       writeRawResponse(
         client,
         problemResponse({

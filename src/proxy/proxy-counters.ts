@@ -21,6 +21,8 @@ export interface ProxyCountersSnapshot {
   readonly tunnelsRefusedBadClientHello: number;
   /** Requests and tunnels refused before connecting: their address is denied by `egress`. */
   readonly destinationsRefused: number;
+  /** CONNECTs refused for their port (not in `--allow-connect-ports`). */
+  readonly connectsRefusedPort: number;
 }
 
 export type ProxyCounter = keyof ProxyCountersSnapshot;
@@ -35,6 +37,7 @@ export class ProxyCounters {
     tunnelsRefusedSniUngovernable: 0,
     tunnelsRefusedBadClientHello: 0,
     destinationsRefused: 0,
+    connectsRefusedPort: 0,
   };
 
   increment(counter: ProxyCounter): void {

@@ -30,6 +30,24 @@ function tunnelAgent(proxyUrl: string, ca?: string): ProxyAgent {
 }
 
 describe('forward proxy: CONNECT', () => {
+  it('refuses a CONNECT to a port not allowed with 403 naming the flag, counts it and logs it', async () => {
+    const warnings: string[] = [];
+    const logger = {
+      info: () => undefined,
+      warn: (_o: object, msg: string) => warnings.push(msg),
+      error: () => undefined,
+    };
+    const { port, proxy } = await startProxy({}, { allowConnectPorts: [443], logger });
+    const client = await rawConnect(port);
+    client.write('CONNECT 127.0.0.1:9443 HTTP/1.1\r\nHost: 127.0.0.1:9443\r\n\r\n');
+    const text = await client.until((t) => t.includes('--allow-connect-ports'));
+    expect(text).toMatch(/^HTTP\/1\.1 403 /);
+    expect(text).toContain('9443 is not allowed');
+    expect(text).toContain('--allow-connect-ports 443,9443');
+    expect(proxy.counters().connectsRefusedPort).toBe(1);
+    expect(warnings).toEqual(['CONNECT refused: port 9443 is not in --allow-connect-ports']);
+  });
+
   it('routes the CONNECT, then each plain-HTTP request inside it (undici ProxyAgent default tunnelling)', async () => {
     const up = await upstream(reply(200, { tunnelled: true }));
     const { url, gate } = await startProxy({}, { allowConnectPorts: [up.port] });
