@@ -1,5 +1,5 @@
 import { type Kysely, Migrator, sql } from 'kysely';
-import { EffectgateError, StoreError } from '../errors.js';
+import { EffectgateError, type ErrorCode, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import { applyFunctions } from './functions/index.js';
 import type { GroupCommit } from './group-commit.js';
@@ -202,17 +202,13 @@ export class KyselyStore implements Store {
 
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord> {
     return this.#guard('decideApproval', async () => {
-      try {
-        await sql`select eg_approval(${JSON.stringify({ ...input, ttlMs: input.ttlMs ?? null })})`.execute(
-          this.#db,
-        );
-      } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        if (code === 'EG404') throw new EffectgateError('EG_ERR_NOT_FOUND', messageOf(err), { cause: err });
-        if (code === 'EG409')
-          throw new EffectgateError('EG_ERR_APPROVAL_STATE', messageOf(err), { cause: err });
-        throw err;
-      }
+      await this.#callFunction(
+        'eg_approval',
+        { ...input, ttlMs: input.ttlMs ?? null },
+        {
+          EG409: 'EG_ERR_APPROVAL_STATE',
+        },
+      );
       const approval = await this.getApproval(input.approvalId);
       if (approval === null) throw new EffectgateError('EG_ERR_NOT_FOUND', `no approval ${input.approvalId}`);
       return approval;
@@ -240,10 +236,7 @@ export class KyselyStore implements Store {
 
   listGrants(filter?: Parameters<Store['listGrants']>[0]): Promise<GrantRecord[]> {
     return this.#guard('listGrants', async () => {
-      let query = this.#db
-        .selectFrom('grants')
-        .selectAll()
-        .select(sql<boolean>`expires_at <= now()`.as('expired'));
+      let query = this.#grants();
       if (filter?.runId !== undefined) query = query.where('run_id', '=', filter.runId);
       if (filter?.grantId !== undefined) query = query.where('id', '=', filter.grantId);
       const rows = await query
@@ -267,45 +260,27 @@ export class KyselyStore implements Store {
   }
 
   async #grantCall(input: Record<string, unknown>): Promise<void> {
-    try {
-      await sql`select eg_grant(${JSON.stringify(input)})`.execute(this.#db);
-    } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      if (code === 'EG400')
-        throw new EffectgateError('EG_ERR_CONFIG_INVALID', messageOf(err), { cause: err });
-      if (code === 'EG404') throw new EffectgateError('EG_ERR_NOT_FOUND', messageOf(err), { cause: err });
-      if (code === 'EG409')
-        throw new EffectgateError('EG_ERR_APPROVAL_STATE', messageOf(err), { cause: err });
-      throw err;
-    }
+    await this.#callFunction('eg_grant', input, {
+      EG400: 'EG_ERR_CONFIG_INVALID',
+      EG409: 'EG_ERR_APPROVAL_STATE',
+    });
   }
 
   async #grant(id: string): Promise<GrantRecord> {
-    const row = await this.#db
-      .selectFrom('grants')
-      .selectAll()
-      .select(sql<boolean>`expires_at <= now()`.as('expired'))
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const row = await this.#grants().where('id', '=', id).executeTakeFirst();
     if (row === undefined) throw new EffectgateError('EG_ERR_NOT_FOUND', `no grant ${id}`);
     return toGrant(row);
   }
 
+  /** Grant rows with `expired` read from the database clock. */
+  #grants() {
+    return this.#db.selectFrom('grants').selectAll().select(sql<boolean>`expires_at <= now()`.as('expired'));
+  }
+
   addObservation(input: ObservationInput): Promise<ObservationResult> {
-    return this.#guard('addObservation', async () => {
-      try {
-        const { rows } = await sql<{ result: ObservationResult }>`select eg_add_observation(${JSON.stringify(
-          input,
-        )}) as result`.execute(this.#db);
-        return rows[0]!.result;
-      } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        if (code === 'EG404') throw new EffectgateError('EG_ERR_NOT_FOUND', messageOf(err), { cause: err });
-        if (code === 'EG409')
-          throw new EffectgateError('EG_ERR_OPERATION_STATE', messageOf(err), { cause: err });
-        throw err;
-      }
-    });
+    return this.#guard('addObservation', () =>
+      this.#callFunction<ObservationResult>('eg_add_observation', input, { EG409: 'EG_ERR_OPERATION_STATE' }),
+    );
   }
 
   findOperations(lookup: OperationLookup): Promise<OperationRecord[]> {
@@ -571,6 +546,36 @@ export class KyselyStore implements Store {
   }
 
   // Stage boundary: callers see StoreError (EG_ERR_STORE_UNAVAILABLE) with the driver error as cause.
+  /**
+   * `select <fn>(<input as JSON text>)`, one statement, for the operator-side functions. Their
+   * refusals have SQLSTATEs of their own (EG404 always: not found; EG400/EG409 as `codes` says),
+   * turned into typed errors here, once.
+   */
+  async #callFunction<T = unknown>(
+    fn: 'eg_approval' | 'eg_grant' | 'eg_add_observation',
+    input: unknown,
+    codes: { readonly EG400?: ErrorCode; readonly EG409: ErrorCode },
+  ): Promise<T> {
+    try {
+      const { rows } = await sql<{
+        result: T;
+      }>`select ${sql.raw(fn)}(${JSON.stringify(input)}) as result`.execute(this.#db);
+      return rows[0]!.result;
+    } catch (err) {
+      const state = (err as { code?: unknown }).code;
+      const code =
+        state === 'EG404'
+          ? 'EG_ERR_NOT_FOUND'
+          : state === 'EG400'
+            ? codes.EG400
+            : state === 'EG409'
+              ? codes.EG409
+              : undefined;
+      if (code !== undefined) throw new EffectgateError(code, messageOf(err), { cause: err });
+      throw err;
+    }
+  }
+
   async #guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
     if (this.#closed) throw new StoreError(`store.${what}: the store is closed`);
     try {
