@@ -89,9 +89,13 @@ begin
   -- of one key do not queue behind each other.
   select * into v_row from dedupe_keys where key_hash = v_hash;
   for v_try in 1..8 loop
-    -- A delegated proposal answers only for the operation it names: if the key moved on since
-    -- (a fork, a new window), eg_delegated says so instead of the rules below answering for another.
-    if p ->> 'claimedOperationId' is not null and v_row.operation_id is distinct from p ->> 'claimedOperationId' then
+    -- A delegated proposal answers only for the operation it names, and never makes a new one: if
+    -- the key moved on since (a fork, a new window) or the operation's window ended while it waited
+    -- (the upsert below refused it, or the awaiting_input rules would supersede it), eg_delegated
+    -- says so instead of the rules below answering for another operation.
+    if p ->> 'claimedOperationId' is not null and (v_row.operation_id is distinct from p ->> 'claimedOperationId'
+        or (v_row.state in ('released', 'pending', 'awaiting_input') and v_window is not null
+          and v_row.created_at + v_window <= now())) then
       v_result := eg_delegated(p, p_input);
       if v_result is not null then
         return v_result;
@@ -149,9 +153,6 @@ begin
       select * into v_prev from attempts where id = v_row.attempt_id;
       if v_in_window and (v_prev.request ->> 'fingerprint') is not distinct from (p -> 'request' ->> 'fingerprint') then
         v_result := eg_continue(p, p_input, v_row, v_expires);
-      elsif p ->> 'claimedOperationId' is not null then
-        -- Never a new operation for a delegated proposal (eg_delegated: window over, request changed).
-        v_result := eg_delegated(p, p_input);
       else
         v_result := eg_supersede_waiting(p, p_input, v_row, v_expires,
           case when v_in_window then v_row.operation_id end);
@@ -284,14 +285,6 @@ begin
           'observation', v_obs));
       return json_build_object('verdict', 'block', 'decisionId', v_decision, 'reason', 'retry_budget_exhausted',
         'operationId', v_row.operation_id);
-    end if;
-    -- A delegated proposal the upsert refused (its operation's window ended, or a later operation
-    -- took the key meanwhile): eg_delegated says which.
-    if p ->> 'claimedOperationId' is not null and v_row.state in ('released', 'pending') then
-      v_result := eg_delegated(p, p_input);
-      if v_result is not null then
-        return v_result;
-      end if;
     end if;
     -- Confirmed or unknown: answered at the top of the loop. Anything else changed under us: again.
   end loop;
