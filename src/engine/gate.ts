@@ -329,10 +329,8 @@ export class Gate implements GateHandler {
       )
       .then((recorded) => {
         if (recorded > 0) this.#o.logger.info({ recorded, path: request.path }, 'read-back observed');
-      })
-      .catch((err: unknown) => this.#o.logger.warn({ err: messageOf(err) }, 'read-back not recorded'));
-    this.#inFlight.add(observing);
-    void observing.finally(() => this.#inFlight.delete(observing));
+      });
+    this.#track(observing, 'recording a read-back failed');
   }
 
   /**
@@ -362,7 +360,7 @@ export class Gate implements GateHandler {
         kind: 'block',
         decisionId: uuidv7(),
         reason: unreadableClaim
-          ? 'delegation_unreadable_header: Effectgate-Operation must be exactly one operation id (it was repeated, empty, longer than 200 characters or held control characters)'
+          ? 'delegation_unreadable_header: Effectgate-Operation must be exactly one operation id (it was repeated, longer than 200 characters or held control characters)'
           : (keyError ?? 'blocked'),
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
@@ -492,7 +490,7 @@ export class Gate implements GateHandler {
         const ms = performance.now() - sendStarted;
         return settle(streamOutcomeOf(s, sent, tool, result, keyHash, windowMs, roundMs(ms)), ms);
       });
-      this.#track(watch.recorded);
+      this.#track(watch.recorded, 'recording a streamed outcome failed');
       o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
       return { ...this.#relay(sent, facts), stream: watch.body };
     }
@@ -554,10 +552,8 @@ export class Gate implements GateHandler {
   }
 
   /** Work that outlives `handle()` (a streamed answer's outcome): `close()` waits for it too. */
-  #track(work: Promise<unknown>): void {
-    const tracked = work.catch((err: unknown) =>
-      this.#o.logger.error({ err: messageOf(err) }, 'recording a streamed outcome failed'),
-    );
+  #track(work: Promise<unknown>, failure: string): void {
+    const tracked = work.catch((err: unknown) => this.#o.logger.error({ err: messageOf(err) }, failure));
     this.#inFlight.add(tracked);
     void tracked.finally(() => this.#inFlight.delete(tracked));
   }

@@ -20,7 +20,7 @@
 import type { Tool } from '../policy/index.js';
 import type { ObservationInput, OperationRecord, Scope, Store } from '../store/index.js';
 import { canonicalJson, hmacRef } from './canonical-json.js';
-import { type Expected, judge } from './reconcile-lookup.js';
+import { type Expected, judgeParsed, NOT_JSON, parseAnswer } from './reconcile-lookup.js';
 import type { GateRequest, GateRequestHead, UpstreamResult } from './types.js';
 
 /** A tool whose lookup an agent's request can be, compiled once at policy load. */
@@ -46,7 +46,6 @@ const MAX_CANDIDATES = 50;
 const MAX_SEEN = 10_000;
 /** How many (tool, scope) candidate lists are kept at once. */
 const MAX_CANDIDATE_SETS = 1_000;
-const decoder = new TextDecoder();
 
 /** What `begin` started: the candidate operations of each tool, read as the request was sent. */
 export interface PendingReadBack {
@@ -54,6 +53,8 @@ export interface PendingReadBack {
   readonly scope: Scope;
   readonly candidates: readonly Promise<OperationRecord[]>[];
 }
+
+const NONE: readonly ReadBackRoute[] = Object.freeze([]);
 
 export class ReadBacks {
   readonly #routes: readonly ReadBackRoute[];
@@ -74,15 +75,16 @@ export class ReadBacks {
    * Such a request is buffered instead of streamed, so the test is as narrow as it can be here.
    */
   toolsFor(head: GateRequestHead): readonly ReadBackRoute[] {
-    if (this.#routes.length === 0) return [];
-    return this.#routes.filter(
-      (r) =>
-        r.method === head.method &&
-        r.shape.test(head.path) &&
-        r.tool.match.matchesHost(head.host, head.port) &&
-        sameQueryNames(r, head.query) &&
-        !acceptsEventStream(head),
-    );
+    // Asked of every request no tool governs: nothing allocated unless one may be a lookup.
+    let found: ReadBackRoute[] | null = null;
+    for (const r of this.#routes) {
+      if (r.method !== head.method || !r.shape.test(head.path)) continue;
+      if (!r.tool.match.matchesHost(head.host, head.port) || !sameQueryNames(r, head.query)) continue;
+      if (acceptsEventStream(head)) return NONE;
+      found ??= [];
+      found.push(r);
+    }
+    return found ?? NONE;
   }
 
   /**
@@ -106,6 +108,10 @@ export class ReadBacks {
     fingerprintKey: string,
   ): Promise<number> {
     if (sent.kind !== 'response' || sent.status < 200 || sent.status > 299) return 0;
+    // One answer, parsed and fingerprinted once, however many operations it is judged against.
+    const json = parseAnswer(sent.body);
+    if (json === NOT_JSON) return 0;
+    let fingerprint: string | null = null;
     let recorded = 0;
     for (const [i, route] of pending.routes.entries()) {
       const ops = await pending.candidates[i]!;
@@ -119,10 +125,10 @@ export class ReadBacks {
           m,
           value: values[route.keyIndex.get(m.argument.expression)!],
         }));
-        const outcome = judge(route.tool, sent.status, sent.body, expected);
+        const outcome = judgeParsed(route.tool, sent.status, json, expected);
         // Not the list the tool describes: says nothing about the operation.
         if (outcome.result === 'inconclusive') continue;
-        const fingerprint = hmacRef(fingerprintKey, canonicalJson(JSON.parse(decoder.decode(sent.body))));
+        fingerprint ??= hmacRef(fingerprintKey, canonicalJson(json));
         // A polling agent sends the same answer again and again: judged once per operation.
         const memo = `${op.id} ${fingerprint}`;
         if (this.#seen.has(memo)) continue;

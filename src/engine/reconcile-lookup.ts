@@ -119,12 +119,31 @@ export async function reconcileLookup(input: ReconcileLookupInput): Promise<Reco
  * (read-back.ts).
  */
 export function judge(tool: Tool, status: number, body: Uint8Array, expected: readonly Expected[]): Outcome {
-  let json: unknown;
+  const json = parseAnswer(body);
+  return json === NOT_JSON
+    ? inconclusive(status, 'response is not JSON')
+    : judgeParsed(tool, status, json, expected);
+}
+
+/** Marks an answer that is not JSON (`parseAnswer`). */
+export const NOT_JSON: unique symbol = Symbol('not JSON');
+
+/** The answer's JSON, or `NOT_JSON`: parsed once when one answer is judged against several operations. */
+export function parseAnswer(body: Uint8Array): unknown {
   try {
-    json = JSON.parse(decoder.decode(body));
+    return JSON.parse(decoder.decode(body));
   } catch {
-    return inconclusive(status, 'response is not JSON');
+    return NOT_JSON;
   }
+}
+
+/** `judge` for an answer already parsed. */
+export function judgeParsed(
+  tool: Tool,
+  status: number,
+  json: unknown,
+  expected: readonly Expected[],
+): Outcome {
   const reconcile = tool.reconcile!;
   const items = reconcile.items.evaluate(json);
   // An empty list is a real answer; a response without the expected list (an error object, a

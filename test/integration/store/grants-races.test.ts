@@ -7,7 +7,7 @@
 
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { GrantInput, ReserveInput } from '../../../src/store/index.js';
+import type { GrantInput } from '../../../src/store/index.js';
 import { chainOf, verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import {
@@ -20,8 +20,6 @@ import {
   sleep,
   unknownOperation,
 } from './inputs.js';
-
-type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
 
 for (const target of storeTargets()) {
   describe(`session grants under races and bad input on ${target.name}`, () => {

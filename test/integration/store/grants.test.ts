@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ReserveInput } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import {
@@ -19,8 +18,6 @@ import {
  * card is used under the grant and names it; a revoked or expired grant, another run, another
  * scope or another tool is held as before.
  */
-
-type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
 
 for (const target of storeTargets()) {
   describe(`session grants on ${target.name}`, () => {

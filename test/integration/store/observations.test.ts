@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DedupeKeyInput, ObservationInput, ReserveInput } from '../../../src/store/index.js';
+import type { DedupeKeyInput, ObservationInput } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, outcome, reserve, sleep, unknownOperation } from './inputs.js';
@@ -10,8 +10,6 @@ import { expectVerdict, newKey, newRun, outcome, reserve, sleep, unknownOperatio
  * callback found by the destination's reference settles one; neither ever edits an attempt, and
  * the trail verifies.
  */
-
-type Overrides = Partial<Omit<ReserveInput, 'kind'>>;
 
 function decision(
   operationId: string,
