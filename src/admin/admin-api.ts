@@ -212,12 +212,7 @@ async function decideApproval(ctx: AdminApiContext, [rawId, action]: readonly st
   const id = idOf('approval id', rawId!);
   if (action === undefined || !isApprovalAction(action)) throw notFound('No such approval action.');
   const body = await readJsonObject(ctx.req);
-  const unknown = Object.keys(body).filter((k) => !(DECISION_FIELDS as readonly string[]).includes(k));
-  if (unknown.length > 0) {
-    throw badRequest(
-      `Unknown member ${JSON.stringify(unknown[0]!.slice(0, 60))} in the body; use by, reason${action === 'approve' ? ' and optionally ttl' : ''}.`,
-    );
-  }
+  onlyMembers(body, DECISION_FIELDS, `by, reason${action === 'approve' ? ' and optionally ttl' : ''}`);
   const decision = parseApprovalDecision(id, action, {
     by: body['by'],
     reason: body['reason'],

@@ -34,7 +34,7 @@ const MAX_NAME_CHARS = 256;
 
 // C0 controls and DEL: never part of an id or a name, and never printed back to a terminal.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
+export const CONTROL = /[\u0000-\u001f\u007f]/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const CONTROL_BUT_TAB_NEWLINE = /[\u0000-\u0008\u000b-\u001f\u007f]/;
 /**

@@ -19,15 +19,20 @@ import {
   SETTLED_STATES,
   type SettledState,
 } from '../store/index.js';
-import { InputError, LONE_SURROGATE, parseDecidedBy, parseDecisionReason, parseName } from './admin-input.js';
+import {
+  CONTROL,
+  InputError,
+  LONE_SURROGATE,
+  parseDecidedBy,
+  parseDecisionReason,
+  parseName,
+} from './admin-input.js';
 
 /** A destination reference is a URL or an id: at most this long. */
 export const MAX_REF_CHARS = 2000;
 /** `duplicate_effect_confirmed` names every effect it found; more than this is not one operation's. */
 export const MAX_REFS = 20;
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const CONTROL = /[\u0000-\u001f\u007f]/;
 const FINGERPRINT = /^[a-z0-9-]{1,20}:[0-9a-fA-F]{16,128}$/;
 
 /** The members `POST /api/operations/:id/resolve` and the page's form take. */
