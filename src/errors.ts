@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   EG_ERR_APPROVAL_STATE: 'An approval cannot take this action in its current state.',
   EG_ERR_OPERATION_STATE:
     'An operation cannot be resolved in its current state (only an unknown one, or an open one past its deadline).',
+  EG_ERR_RUN_STATE: 'A run cannot be released: it is not halted (never was, or already released).',
   EG_ERR_OPERATION_AMBIGUOUS:
     'An idempotency key or destination reference names more than one operation, so evidence cannot be attached to one.',
 } as const;

@@ -5,7 +5,9 @@
  *
  *   GET  /api/operations?state=&tool=&tenant=&since=&limit=   { operations, counts }
  *   GET  /api/operations/:id                                  { operation, decisions, observations, approvals, trail }
- *   GET  /api/runs/:id                                        { run_id, decisions }
+ *   GET  /api/runs?halted=true|false&limit=                     { runs }
+ *   GET  /api/runs/:id                                        { run_id, runs, decisions }
+ *   POST /api/runs/:id/release  { by, reason, tenant?, area?, agent? }   RunRecord (after the release)
  *   GET  /api/approvals?state=&limit=                         { approvals }
  *   GET  /api/approvals/:id                                   ApprovalRecord
  *   POST /api/approvals/:id/approve|deny|revoke               ApprovalRecord (after the decision)
@@ -49,6 +51,7 @@ import {
   parseResolution,
   RESOLUTION_FIELDS,
 } from './observation-input.js';
+import { parseRunRelease, RUN_RELEASE_FIELDS } from './run-input.js';
 import { loadOperationReport } from './trail.js';
 
 export interface AdminApiContext {
@@ -72,7 +75,9 @@ interface Route {
 const ROUTES: readonly Route[] = [
   { pattern: ['operations'], method: 'GET', handler: listOperations },
   { pattern: ['operations', ':'], method: 'GET', handler: getOperation },
+  { pattern: ['runs'], method: 'GET', handler: listRuns },
   { pattern: ['runs', ':'], method: 'GET', handler: getRun },
+  { pattern: ['runs', ':', 'release'], method: 'POST', handler: releaseRun },
   { pattern: ['approvals'], method: 'GET', handler: listApprovals },
   { pattern: ['approvals', ':'], method: 'GET', handler: getApproval },
   { pattern: ['approvals', ':', ':action'], method: 'POST', handler: decideApproval },
@@ -178,14 +183,37 @@ async function getOperation(ctx: AdminApiContext, [rawId]: readonly string[]): P
   return report;
 }
 
+async function listRuns(ctx: AdminApiContext): Promise<unknown> {
+  const q = queryOf(ctx, ['halted', 'limit']);
+  if (q.halted !== undefined && q.halted !== 'true' && q.halted !== 'false') {
+    throw badRequest('halted must be true or false.');
+  }
+  const runs = await ctx.store.listRuns({
+    ...(q.halted === undefined ? {} : { halted: q.halted === 'true' }),
+    limit: q.limit === undefined ? DEFAULT_LIST_LIMIT : parseLimit('limit', q.limit),
+  });
+  return { runs };
+}
+
 async function getRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('run id', rawId!);
-  const decisions = await ctx.store.listDecisions({ runId: id });
+  const [decisions, runs] = await Promise.all([
+    ctx.store.listDecisions({ runId: id }),
+    ctx.store.listRuns({ runId: id }),
+  ]);
   // A run exists only through what it proposed: no decision, no run.
   if (decisions.length === 0)
     throw notFound(`No decision recorded for run ${JSON.stringify(id)}.`, 'EG_ERR_NOT_FOUND');
-  return { run_id: id, decisions };
+  // `runs`: the loop breaker's record of it, one per scope it was skipped in (none: never skipped).
+  return { run_id: id, runs, decisions };
+}
+
+async function releaseRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+  queryOf(ctx, []);
+  const body = await readJsonObject(ctx.req);
+  onlyMembers(body, RUN_RELEASE_FIELDS, 'by, reason and optionally tenant, area, agent');
+  return ctx.store.releaseRun(parseRunRelease(idOf('run id', rawId!), body));
 }
 
 async function listApprovals(ctx: AdminApiContext): Promise<unknown> {
@@ -329,6 +357,14 @@ export function problemOf(err: unknown): HttpProblem {
           status: 409,
           problem: 'operation_state',
           title: 'Operation not in a state this decision applies to',
+          detail: err.message,
+          code: err.code,
+        });
+      case 'EG_ERR_RUN_STATE':
+        return new HttpProblem({
+          status: 409,
+          problem: 'run_state',
+          title: 'Run not halted',
           detail: err.message,
           code: err.code,
         });

@@ -11,6 +11,7 @@ import {
   OPERATION_STATES,
   type OperationFilter,
   type OperationState,
+  type Scope,
 } from '../store/index.js';
 
 /** A value an operator gave is not acceptable; the message names it and says what is. */
@@ -116,6 +117,31 @@ export function parseName(name: string, value: string): string {
     );
   }
   return value;
+}
+
+/**
+ * A scope named by `tenant`, `area` and `agent` together, or `null` when none is given (the store
+ * then takes the one the run's own records name). One of them alone is refused: half a scope is a
+ * typo, not a choice.
+ */
+export function parseOptionalScope(
+  raw: { readonly tenant?: unknown; readonly area?: unknown; readonly agent?: unknown },
+  names: (field: string) => string = (field) => field,
+): Scope | null {
+  const fields = ['tenant', 'area', 'agent'] as const;
+  const given = fields.filter((f) => raw[f] !== undefined);
+  if (given.length === 0) return null;
+  if (given.length !== 3) {
+    throw new InputError(
+      `${names('tenant')}, ${names('area')} and ${names('agent')} name the scope together: give all three or none (none = the run's own)`,
+    );
+  }
+  const [tenant, area, agent] = fields.map((f) => {
+    const v = raw[f];
+    if (typeof v !== 'string') throw new InputError(`${names(f)} must be text`);
+    return parseName(names(f), v);
+  });
+  return { tenant: tenant!, area: area!, agent: agent! };
 }
 
 /** The operation filter from `state`, `tool`, `tenant`, `since`, `limit` (each optional). */

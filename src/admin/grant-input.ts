@@ -8,6 +8,7 @@ import {
   parseDecidedBy,
   parseDecisionReason,
   parseName,
+  parseOptionalScope,
   parsePositiveDuration,
 } from './admin-input.js';
 
@@ -33,26 +34,12 @@ export function parseGrant(
   };
   const run = text('run');
   if (run === undefined) throw new InputError(`${names('run')} is required: the run the grant is for`);
-  const parts = (['tenant', 'area', 'agent'] as const).map((f) => text(f));
-  const given = parts.filter((p) => p !== undefined).length;
-  if (given !== 0 && given !== 3) {
-    throw new InputError(
-      `${names('tenant')}, ${names('area')} and ${names('agent')} name the scope together: give all three or none (none = the run's own)`,
-    );
-  }
   const tool = text('tool');
   const ttl = text('ttl') ?? DEFAULT_GRANT_TTL;
   return {
     runId: parseName(names('run'), run),
     toolId: tool === undefined ? null : parseName(names('tool'), tool),
-    scope:
-      given === 0
-        ? null
-        : {
-            tenant: parseName(names('tenant'), parts[0]!),
-            area: parseName(names('area'), parts[1]!),
-            agent: parseName(names('agent'), parts[2]!),
-          },
+    scope: parseOptionalScope(raw, names),
     by: parseDecidedBy(names('by'), raw.by),
     reason: parseDecisionReason(names('reason'), raw.reason),
     ttlMs: boundedTtl(names('ttl'), parsePositiveDuration(names('ttl'), ttl)),

@@ -16,6 +16,7 @@ export {
   parseLimit,
   parseName,
   parseOperationFilter,
+  parseOptionalScope,
   parsePositiveDuration,
 } from './admin-input.js';
 export {
@@ -36,6 +37,7 @@ export {
   parseResolution,
   payloadFingerprint,
 } from './observation-input.js';
+export { parseRunRelease, RUN_RELEASE_FIELDS } from './run-input.js';
 export {
   type ApprovalEntry,
   type AttemptEntry,

@@ -6,6 +6,7 @@ import { USAGE as OPERATIONS_USAGE } from './operations-command.js';
 import { USAGE as POLICIES_USAGE } from './policies-command.js';
 import { PROXY_OPTIONS } from './proxy-command.js';
 import { USAGE as RECOVER_USAGE } from './recover-command.js';
+import { USAGE as RUNS_USAGE } from './runs-command.js';
 import { USAGE as TRAIL_USAGE } from './trail-command.js';
 
 /**
@@ -20,6 +21,7 @@ const COMMAND_USAGE: Readonly<Record<string, string>> = {
   approvals: APPROVALS_USAGE,
   trail: TRAIL_USAGE,
   recover: RECOVER_USAGE,
+  runs: RUNS_USAGE,
   audit: AUDIT_USAGE,
   migrate: 'usage: effectgate migrate [--store URL]   (default: DATABASE_URL, else pglite:./.effectgate)',
   ca: CA_USAGE,

@@ -8,6 +8,7 @@ import { runOperations } from './operations-command.js';
 import { runPolicies } from './policies-command.js';
 import { runProxy } from './proxy-command.js';
 import { runRecover } from './recover-command.js';
+import { runRuns } from './runs-command.js';
 import { runTrail } from './trail-command.js';
 
 const USAGE = `usage: effectgate <command> [options]
@@ -31,6 +32,9 @@ commands:
   approvals list     the approval cards (--state S, --limit N, --json)
   approvals approve|deny|revoke <id> --by WHO --reason TEXT [--ttl 1h|permanent]
                      decide one (approve allows exactly one retry, for --ttl, default 1h)
+  runs               the runs the loop breaker knows, halted first (--halted, --limit N, --json)
+  runs release <run-id> --by WHO --reason TEXT [--tenant T --area A --agent G]
+                     let a halted run go on (recorded; its duplicate counts start again)
   recover            mark attempts left without an outcome by a dead gate unknown (--stale-after 30s,
                      --json; --policies DIR only for operations older than migration 0003)
   audit verify       verify the hash-chained event log (exit 1 naming the first bad event;
@@ -70,6 +74,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await runTrail(rest);
       case 'recover':
         return await runRecover(rest);
+      case 'runs':
+        return await runRuns(rest);
       case 'audit':
         return await runAudit(rest);
       case 'migrate':

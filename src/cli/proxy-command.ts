@@ -32,6 +32,7 @@ export const PROXY_OPTIONS = {
   'max-body-bytes': { type: 'string' },
   'allow-connect-ports': { type: 'string' },
   'run-id': { type: 'string' },
+  'run-idle': { type: 'string', default: '15m' },
   'ca-dir': { type: 'string' },
   'upstream-ca': { type: 'string' },
   'admin-token-file': { type: 'string' },
@@ -86,6 +87,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     values['upstream-ca'] === undefined ? undefined : await readUpstreamCa(values['upstream-ca']);
   const logger = createLogger({ level: process.env['EFFECTGATE_LOG_LEVEL'] ?? 'info' });
   const heartbeatMs = positiveDuration('--heartbeat', values.heartbeat);
+  const runIdleMs = positiveDuration('--run-idle', values['run-idle']);
   const staleAfterMs = positiveDuration('--stale-after', values['stale-after']);
   const drainTimeoutMs = positiveDuration('--drain-timeout', values['drain-timeout']);
   const analysisThreads =
@@ -150,6 +152,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       scope,
       instanceId,
       heartbeatMs,
+      runIdleMs,
       staleAfterMs,
       drainTimeoutMs,
       ...(authorityKey === undefined ? {} : { authorityKey }),
@@ -226,7 +229,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       tools: policies.tools.map((t) => t.id),
       default: policies.default,
       scope: agents === undefined ? scope : `per credential (${agents.size} agents from ${values.agents})`,
-      run: gate.runId,
+      run: gate.runId ?? `derived per scope and client address, new after ${values['run-idle']} idle`,
       instance: gate.instanceId,
       https: ca === undefined ? 'tunnelled' : 'intercepted for governed hosts',
     },

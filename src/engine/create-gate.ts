@@ -1,7 +1,7 @@
 import { checkCount, checkInstanceId, checkPositiveInt, checkScope } from '../config/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
-import { DEFAULT_STORE_URL, openStore, type Store, uuidv7 } from '../store/index.js';
+import { DEFAULT_STORE_URL, openStore, type Store } from '../store/index.js';
 import { Gate, type GateLogger } from './gate.js';
 import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
@@ -9,6 +9,7 @@ import { defaultInstanceId } from './instance-id.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { OUTBOX_DEFAULTS, OutcomeOutbox } from './outcome-outbox.js';
 import { ANALYSIS_DEFAULTS } from './proposal-pool.js';
+import { RUN_DEFAULTS, RunIdentity } from './run-identity.js';
 import { unknownRules } from './unknown-rule.js';
 
 export interface CreateGateOptions {
@@ -20,8 +21,14 @@ export interface CreateGateOptions {
    */
   readonly store?: Store | string;
   readonly scope: { readonly tenant: string; readonly area: string; readonly agent: string };
-  /** Run id for requests without `Effectgate-Run`; default one UUIDv7 per gate. */
+  /**
+   * The run of every request without `Effectgate-Run`. Default: derived per scope and client
+   * address, a new one after `runIdleMs` without a governed request (run-identity.ts), so one
+   * client's loop never halts another's calls.
+   */
   readonly runId?: string;
+  /** A derived run ends after this long without a governed request from its client; default 15 min. */
+  readonly runIdleMs?: number;
   /**
    * This gate's identity on the store, stable across restarts so a restarted gate recovers its own
    * previous life's in-flight attempts at once. Default: host name + scope (`defaultInstanceId`).
@@ -115,6 +122,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     options.offloadBodyBytes,
     ANALYSIS_DEFAULTS.offloadBodyBytes,
   );
+  const runIdleMs = positive('runIdleMs', options.runIdleMs, RUN_DEFAULTS.idleMs);
   const heartbeatMs = positive('heartbeatMs', options.heartbeatMs, 5_000);
   const staleAfterMs = positive('staleAfterMs', options.staleAfterMs, 30_000);
   const drainTimeoutMs = positive('drainTimeoutMs', options.drainTimeoutMs, 10_000);
@@ -168,7 +176,13 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
         policies,
         store,
         scope,
-        runId: options.runId ?? uuidv7(),
+        runs: new RunIdentity({
+          fixed: options.runId ?? null,
+          idleMs: runIdleMs,
+          // Who a derived run is, for the operator reading its id in a trail or a 429.
+          onNewRun: (run, runScope, client) =>
+            logger.info({ run, scope: runScope, client, idle_ms: runIdleMs }, 'new derived run'),
+        }),
         instanceId,
         maxBodyBytes,
         bodyLimits,

@@ -41,6 +41,7 @@ import { ANALYSIS_DEFAULTS, ProposalPool } from './proposal-pool.js';
 import { type PendingReadBack, ReadBacks } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { RouteClassifier } from './route-classifier.js';
+import type { RunIdentity } from './run-identity.js';
 import type {
   GateHandler,
   GateRequest,
@@ -67,8 +68,8 @@ export interface GateOptions {
   readonly policies: PolicySet;
   readonly store: Store;
   readonly scope: Scope;
-  /** Run id for requests without `Effectgate-Run` (default: one UUIDv7 per gate instance). */
-  readonly runId: string;
+  /** The run of requests without `Effectgate-Run`: fixed, or derived per scope and client (run-identity.ts). */
+  readonly runs: RunIdentity;
   /** This gate process (UUIDv7), recorded on every attempt so crash recovery can tell live from dead. */
   readonly instanceId: string;
   readonly maxBodyBytes: number;
@@ -131,7 +132,6 @@ export class Gate implements GateHandler {
     this.#ctx = {
       classifier: this.#classifier,
       routes: this.#routes,
-      runId: options.runId,
       scope: options.scope,
       authorityKey: options.authorityKey,
       maxDuplicateSkips: options.policies.loopBreaker.maxDuplicateSkips,
@@ -144,8 +144,9 @@ export class Gate implements GateHandler {
     options.lifecycle.onStart(() => firstRound);
   }
 
-  get runId(): string {
-    return this.#o.runId;
+  /** The run of every request without `Effectgate-Run` when one was fixed; `null` when runs are derived. */
+  get runId(): string | null {
+    return this.#o.runs.fixed;
   }
 
   get instanceId(): string {
@@ -250,8 +251,20 @@ export class Gate implements GateHandler {
     }
   }
 
-  async #handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
+  async #handle(named: GateRequest, send: UpstreamSender): Promise<GateResponse> {
     const started = performance.now();
+    // Every governed request has a run before anything reads it: the one it names, or the one the
+    // gate derives for its scope and client (run-identity.ts). Never a header the gate invents.
+    const request: GateRequest =
+      named.context.run !== null
+        ? named
+        : {
+            ...named,
+            context: {
+              ...named.context,
+              run: this.#o.runs.runOf(named.scope ?? this.#ctx.scope, named.client ?? null),
+            },
+          };
     const claimed = request.context.retryReason;
     if (claimed !== null && !RETRY_REASON_SET.has(claimed)) {
       // A closed set (seed: no reassuring prose the trail cannot group or review).
@@ -322,7 +335,7 @@ export class Gate implements GateHandler {
       .observe(
         pending,
         request,
-        request.context.run ?? this.#ctx.runId,
+        request.context.run ?? '',
         sent,
         this.#o.store,
         this.#ctx.authorityKey ?? READ_BACK_FINGERPRINT_KEY,
@@ -608,12 +621,12 @@ export class Gate implements GateHandler {
     const facts =
       result.verdict === 'block'
         ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
-        : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0);
+        : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, this.#ctx.maxDuplicateSkips);
     this.#o.logger.info(
       {
         verdict: result.verdict,
         tool: tool.id,
-        run: request.context.run ?? this.#o.runId,
+        run: request.context.run,
         decision: result.decisionId,
         operation: facts.operationId,
         // No attempt is made on any verdict but allow; a hold names the attempt it would repeat.
@@ -675,7 +688,6 @@ function analysisPool(options: GateOptions, ctx: ProposalContext): ProposalPool 
     tools: options.policies.tools,
     threads,
     setup: {
-      runId: ctx.runId,
       scope: ctx.scope,
       authorityKey: ctx.authorityKey,
       bodyLimits: ctx.bodyLimits,

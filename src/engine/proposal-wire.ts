@@ -14,7 +14,6 @@ import type { GateRequest } from './types.js';
 /** `workerData` of a worker: the gate's policies as texts, and the settings `propose` reads. */
 export interface WorkerSetup {
   readonly sources: readonly PolicyFileText[];
-  readonly runId: string;
   readonly scope: Scope;
   readonly authorityKey: string | null;
   readonly bodyLimits: BodyLimits;

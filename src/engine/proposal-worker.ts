@@ -30,7 +30,6 @@ const routes = new RouteClassifier(classifier, { namesFor: () => names });
 const ctx = {
   classifier,
   routes,
-  runId: setup.runId,
   scope: setup.scope,
   authorityKey: setup.authorityKey,
   maxDuplicateSkips: setup.maxDuplicateSkips,

@@ -18,8 +18,6 @@ import { jsonRpcId } from './verdict-response.js';
 export interface ProposalContext {
   readonly classifier: Classifier;
   readonly routes: RouteClassifier;
-  /** Run id for requests without `Effectgate-Run`. */
-  readonly runId: string;
   readonly scope: Scope;
   readonly authorityKey: string | null;
   readonly maxDuplicateSkips: number;
@@ -107,7 +105,7 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   const scope = request.scope ?? ctx.scope;
   const ctxHeaders = request.context;
   const common: DecideCommon = {
-    runId: ctxHeaders.run ?? ctx.runId,
+    runId: namedRun(ctxHeaders.run),
     step: ctxHeaders.step,
     worker: ctxHeaders.worker,
     agentVersion: ctxHeaders.agentVersion,
@@ -193,4 +191,10 @@ function routeFact(tool: Tool, route: HeadRoute, sentMethod: string): string {
   if (route.resolvedHost !== null) notes.push(`addressed by IP, classified as ${route.resolvedHost}`);
   const explain = tool.match.explain();
   return notes.length === 0 ? explain : `${explain} (${notes.join('; ')})`;
+}
+
+/** The gate names every governed request's run before proposing it (Gate, run-identity.ts). */
+function namedRun(run: string | null): string {
+  if (run === null) throw new Error('effectgate: a governed request reached propose() without a run');
+  return run;
 }

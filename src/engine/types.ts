@@ -40,6 +40,11 @@ export interface GateRequestHead {
    * scope (sidecar flags, constructor options).
    */
   readonly scope?: Scope;
+  /**
+   * The client's network address (the proxy's peer), set ONLY by an adapter; absent in process.
+   * With the scope, it names the run of a request that sends no `Effectgate-Run` (run-identity.ts).
+   */
+  readonly client?: string;
 }
 
 export interface GateRequest extends GateRequestHead {

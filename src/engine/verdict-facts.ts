@@ -11,6 +11,7 @@ export function factsForDecision(
   result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
   tool: Tool,
   waitMs: number,
+  maxDuplicateSkips: number,
 ): VerdictFacts {
   switch (result.verdict) {
     case 'duplicate': {
@@ -30,13 +31,16 @@ export function factsForDecision(
         verdict: 'duplicate',
         status: 409,
         title: twice ? 'Duplicate effect skipped (effect found twice)' : 'Duplicate effect skipped',
-        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}.${found} The gate skipped it so it does not happen again; nothing was sent. Do not retry it: use the earlier result.`,
+        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}.${found} The gate skipped it so it does not happen again; nothing was sent. Do not retry it: use the earlier result.${result.duplicateSkips >= maxDuplicateSkips ? ` This run was told ${result.duplicateSkips} times that this effect is done: proposing it again halts the run.` : ''}`,
         tool,
         decisionId: result.decisionId,
         operationId: result.operationId,
         source: s,
         extra: {
           operation_state: result.operationState,
+          // This run's skips of this very effect; the loop breaker halts the run at the next one past the max.
+          duplicate_skips: result.duplicateSkips,
+          max_duplicate_skips: maxDuplicateSkips,
           ...(result.reconciliation === null ? {} : { reconciliation: result.reconciliation }),
         },
       };
@@ -83,17 +87,29 @@ export function factsForDecision(
         extra: { operation_state: result.operationState },
       };
     }
-    case 'halted':
+    case 'halted': {
+      // Written for the model (stop) and for the person it reports to (which run, how to let it go on).
+      const release = `A person can release it: effectgate runs release ${result.runId} --by WHO --reason TEXT.`;
       return {
         verdict: 'halted',
         status: 429,
         title: 'Run halted by the loop breaker',
-        detail: `This run proposed ${result.duplicateSkips} effects that were already done, so the gate halted every further governed call of this run. Stop proposing effects and report to a person.`,
+        detail:
+          result.haltDecisionId === result.decisionId
+            ? `This run proposed again an effect it had already been told ${result.duplicateSkips} times is done (operation ${result.operationId ?? 'unknown'}), so the gate halted the run: every further governed call of run ${result.runId} is refused, nothing was sent. Stop proposing effects and report to a person. ${release}`
+            : `Run ${result.runId} was halted at ${result.haltedAt} by the loop breaker (decision ${result.haltDecisionId}): it kept proposing an effect that was already done. Every governed call of this run is refused, nothing was sent. Stop proposing effects and report to a person. ${release}`,
         tool,
         decisionId: result.decisionId,
         operationId: null,
-        extra: { duplicate_skips: result.duplicateSkips },
+        extra: {
+          run_id: result.runId,
+          duplicate_skips: result.duplicateSkips,
+          halted_at: result.haltedAt,
+          halt_decision_id: result.haltDecisionId,
+          looped_operation_id: result.operationId,
+        },
       };
+    }
     case 'block':
       return blockFacts(tool, result.decisionId, result.reason, result.operationId);
   }

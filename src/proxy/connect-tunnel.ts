@@ -50,7 +50,7 @@ import type { ProxyAuthenticator } from './proxy-auth.js';
 import type { ProxyCounter, ProxyCounters } from './proxy-counters.js';
 import type { ProxyLimits } from './proxy-limits.js';
 import { type Peeked, peekTunnel } from './tunnel-peek.js';
-import type { TunnelSockets } from './tunnel-sockets.js';
+import type { TunnelClient, TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
 
 export interface ConnectTunnelOptions {
@@ -193,7 +193,12 @@ export class ConnectTunnel {
       writeRawResponse(client, decision.response);
       return;
     }
-    this.#open(client, head, { authority: { host: normalizeHost(host), port }, decision, route }, scope);
+    this.#open(
+      client,
+      head,
+      { authority: { host: normalizeHost(host), port }, decision, route },
+      { scope, peer: req.socket.remoteAddress },
+    );
   }
 
   /**
@@ -201,7 +206,7 @@ export class ConnectTunnel {
    * tunnel that dies. A tunnel that turns out to carry plain HTTP drops this connection again: its
    * requests are dispatched by the forward handler's pools.
    */
-  #open(client: Duplex, head: Buffer, routing: TunnelRouting, scope: Scope | undefined): void {
+  #open(client: Duplex, head: Buffer, routing: TunnelRouting, who: TunnelClient): void {
     const { authority } = routing;
     // An IP literal is never looked up: checked here, before a socket exists; a name is checked
     // in the socket's own lookup, on the addresses it connects to.
@@ -249,12 +254,12 @@ export class ConnectTunnel {
           case 'intercept':
             state = 'serving';
             upstream.destroy();
-            this.#intercept(client, carries.authority, scope);
+            this.#intercept(client, carries.authority, who);
             return;
           case 'serve':
             state = 'serving';
             upstream.destroy();
-            this.#tunnels.add(client, { ...authority, scheme: 'http' }, scope);
+            this.#tunnels.add(client, { ...authority, scheme: 'http' }, who);
             this.#serveHttp(client);
             return;
         }
@@ -370,12 +375,12 @@ export class ConnectTunnel {
    * Serves the decrypted stream like plain HTTP; the upstream connection was only a reachability
    * check, each request being dispatched over TLS by the forward handler's pools.
    */
-  #intercept(client: Duplex, authority: Authority, scope: Scope | undefined): void {
+  #intercept(client: Duplex, authority: Authority, who: TunnelClient): void {
     const ca = this.#ca;
     if (ca === undefined) return;
     interceptTls(client, authority.host, ca).then(
       (tls) => {
-        this.#tunnels.add(tls, { ...authority, scheme: 'https' }, scope);
+        this.#tunnels.add(tls, { ...authority, scheme: 'https' }, who);
         this.#serveHttp(tls);
       },
       // A leaf that cannot be issued leaves nothing to answer in: the client sees the tunnel close.

@@ -73,7 +73,14 @@ export function resolveRequest(
     pathAndQuery: target.pathAndQuery,
     headers: req.headers,
   });
-  const head: GateRequestHead = scope === undefined ? normalized : { ...normalized, scope };
+  // The client's address names its run when it names none (engine run-identity.ts): the tunnel's
+  // peer inside one (the TLS socket of an intercepted tunnel has none of its own), else the socket's.
+  const client = inTunnel === undefined ? req.socket.remoteAddress : inTunnel.peer;
+  const head: GateRequestHead = {
+    ...normalized,
+    ...(scope === undefined ? {} : { scope }),
+    ...(client === undefined ? {} : { client }),
+  };
   // The destination gets the path the gate classified (see `normalizePath`), never the raw one.
   const q = target.pathAndQuery.indexOf('?');
   const pathAndQuery = q === -1 ? head.path : `${head.path}${target.pathAndQuery.slice(q)}`;

@@ -10,17 +10,23 @@
 import type { Scope } from '../store/index.js';
 import type { TunnelAuthority } from './parse-target.js';
 
-interface TunnelEntry {
-  readonly authority: TunnelAuthority;
+/** Who opened a tunnel: what its CONNECT's credential proved, and from which address. */
+export interface TunnelClient {
+  /** `undefined` in sidecar mode. */
   readonly scope: Scope | undefined;
+  /** The CONNECT's peer address: with the scope, it names the run of requests that name none. */
+  readonly peer: string | undefined;
+}
+
+interface TunnelEntry extends TunnelClient {
+  readonly authority: TunnelAuthority;
 }
 
 export class TunnelSockets {
   readonly #tunnels = new WeakMap<object, TunnelEntry>();
 
-  /** `scope`: what the CONNECT's credential proved (agents file); `undefined` in sidecar mode. */
-  add(socket: object, authority: TunnelAuthority, scope?: Scope): void {
-    this.#tunnels.set(socket, { authority, scope });
+  add(socket: object, authority: TunnelAuthority, who: TunnelClient): void {
+    this.#tunnels.set(socket, { authority, scope: who.scope, peer: who.peer });
   }
 
   /** The CONNECT authority `socket` was opened for; `undefined` for an ordinary connection. */

@@ -171,7 +171,9 @@ function eventProblem(e: EventRecord, chain: number, state: ChainState): string 
     return 'prev_hash does not match the previous event (event inserted, deleted or reordered)';
   }
   const owner = e.operationId ?? ownerOf(e.type, e.payload);
-  if (owner === null) return 'the event names neither an operation, a decision nor a grant (event forged)';
+  if (owner === null) {
+    return 'the event names neither an operation, a decision, a grant nor a run release (event forged)';
+  }
   const expected = chainOf(owner);
   if (expected !== chain) return `the event belongs on chain ${expected}, not ${chain} (event moved)`;
   return null;
@@ -179,13 +181,21 @@ function eventProblem(e: EventRecord, chain: number, state: ChainState): string 
 
 /**
  * What an event of no operation belongs to, which picks its chain: a decision's `input.decisionId`,
- * a session grant's `input.grantId` (grant.* events; payloads: src/store/functions/README.md).
+ * a session grant's `input.grantId` (grant.* events), a run release's `input.releaseId`
+ * (run.released; payloads: src/store/functions/README.md).
  */
 function ownerOf(type: string, payload: string): string | null {
   try {
-    const input = (JSON.parse(payload) as { input?: { decisionId?: unknown; grantId?: unknown } } | null)
-      ?.input;
-    const id = type.startsWith('grant.') ? input?.grantId : input?.decisionId;
+    const input = (
+      JSON.parse(payload) as {
+        input?: { decisionId?: unknown; grantId?: unknown; releaseId?: unknown };
+      } | null
+    )?.input;
+    const id = type.startsWith('grant.')
+      ? input?.grantId
+      : type === 'run.released'
+        ? input?.releaseId
+        : input?.decisionId;
     return typeof id === 'string' ? id : null;
   } catch {
     return null;

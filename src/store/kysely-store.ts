@@ -12,6 +12,7 @@ import {
   toGrant,
   toObservation,
   toOperation,
+  toRun,
 } from './records.js';
 import type { Database } from './schema.js';
 import type {
@@ -38,6 +39,8 @@ import type {
   OutcomeInput,
   RecoveredAttempt,
   RecoverInput,
+  RunRecord,
+  RunReleaseInput,
   Store,
   StoreStats,
 } from './types.js';
@@ -275,6 +278,67 @@ export class KyselyStore implements Store {
   /** Grant rows with `expired` read from the database clock. */
   #grants() {
     return this.#db.selectFrom('grants').selectAll().select(sql<boolean>`expires_at <= now()`.as('expired'));
+  }
+
+  listRuns(filter?: Parameters<Store['listRuns']>[0]): Promise<RunRecord[]> {
+    return this.#guard('listRuns', async () => {
+      let query = this.#db.selectFrom('runs').selectAll();
+      if (filter?.runId !== undefined) query = query.where('id', '=', filter.runId);
+      if (filter?.halted === true) query = query.where('halted_at', 'is not', null);
+      if (filter?.halted === false) query = query.where('halted_at', 'is', null);
+      const rows = await query
+        .orderBy(sql`halted_at desc nulls last`)
+        .orderBy('created_at', 'desc')
+        .orderBy('id')
+        .limit(filter?.limit ?? 100)
+        .execute();
+      if (rows.length === 0) return [];
+      const ids = [...new Set(rows.map((r) => r.id))];
+      const [keys, releases] = await Promise.all([
+        this.#db
+          .selectFrom('run_key_skips')
+          .selectAll()
+          .where('run_id', 'in', ids)
+          .orderBy('skips', 'desc')
+          .orderBy('key_hash')
+          .execute(),
+        this.#db
+          .selectFrom('run_releases')
+          .selectAll()
+          .where('run_id', 'in', ids)
+          .orderBy('released_at')
+          .orderBy('id')
+          .execute(),
+      ]);
+      const sameRun =
+        (r: { tenant: string; area: string; agent: string; id: string }) =>
+        (x: { tenant: string; area: string; agent: string; run_id: string }): boolean =>
+          x.run_id === r.id && x.tenant === r.tenant && x.area === r.area && x.agent === r.agent;
+      return rows.map((r) => toRun(r, keys.filter(sameRun(r)), releases.filter(sameRun(r))));
+    });
+  }
+
+  releaseRun(input: RunReleaseInput): Promise<RunRecord> {
+    return this.#guard('releaseRun', async () => {
+      const releaseId = crypto.randomUUID();
+      // The store's own id, whatever the caller's object carries (the store socket forwards it).
+      await this.#callFunction(
+        'eg_release_run',
+        { runId: input.runId, scope: input.scope, by: input.by, reason: input.reason, releaseId },
+        { EG400: 'EG_ERR_CONFIG_INVALID', EG409: 'EG_ERR_RUN_STATE' },
+      );
+      const row = await this.#db
+        .selectFrom('run_releases')
+        .select(['tenant', 'area', 'agent'])
+        .where('id', '=', releaseId)
+        .executeTakeFirstOrThrow();
+      const runs = await this.listRuns({ runId: input.runId, limit: 1000 });
+      const run = runs.find(
+        (r) => r.scope.tenant === row.tenant && r.scope.area === row.area && r.scope.agent === row.agent,
+      );
+      if (run === undefined) throw new EffectgateError('EG_ERR_NOT_FOUND', `no run ${input.runId}`);
+      return run;
+    });
   }
 
   addObservation(input: ObservationInput): Promise<ObservationResult> {
@@ -552,7 +616,7 @@ export class KyselyStore implements Store {
    * turned into typed errors here, once.
    */
   async #callFunction<T = unknown>(
-    fn: 'eg_approval' | 'eg_grant' | 'eg_add_observation',
+    fn: 'eg_approval' | 'eg_grant' | 'eg_add_observation' | 'eg_release_run',
     input: unknown,
     codes: { readonly EG400?: ErrorCode; readonly EG409: ErrorCode },
   ): Promise<T> {

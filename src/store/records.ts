@@ -7,6 +7,9 @@ import type {
   GrantsTable,
   ObservationsTable,
   OperationsTable,
+  RunKeySkipsTable,
+  RunReleasesTable,
+  RunsTable,
 } from './schema.js';
 import type {
   ApprovalRecord,
@@ -22,6 +25,7 @@ import type {
   RequestFacts,
   RetryDecision,
   RetryReason,
+  RunRecord,
   Verdict,
 } from './types.js';
 
@@ -173,5 +177,30 @@ export function toGrant(row: Selectable<GrantsTable> & { readonly expired: boole
     revokedAt: isoOrNull(row.revoked_at),
     revokeReason: row.revoke_reason,
     state: row.revoked_at !== null ? 'revoked' : row.expired ? 'expired' : 'active',
+  };
+}
+
+/** A runs row with its per-key counts and its releases (migration 0009). */
+export function toRun(
+  row: Selectable<RunsTable>,
+  keys: readonly Selectable<RunKeySkipsTable>[],
+  releases: readonly Selectable<RunReleasesTable>[],
+): RunRecord {
+  return {
+    id: row.id,
+    scope: { tenant: row.tenant, area: row.area, agent: row.agent },
+    duplicateSkips: row.duplicate_skips,
+    haltedAt: isoOrNull(row.halted_at),
+    haltDecisionId: row.halt_decision_id,
+    keys: keys.map((k) => ({ keyHash: k.key_hash, skips: k.skips })),
+    releases: releases.map((r) => ({
+      id: r.id,
+      haltDecisionId: r.halt_decision_id,
+      haltedAt: isoOrNull(r.halted_at),
+      releasedBy: r.released_by,
+      reason: r.reason,
+      releasedAt: iso(r.released_at),
+    })),
+    firstSkipAt: iso(row.created_at),
   };
 }

@@ -18,6 +18,33 @@ export interface RunsTable {
   agent: string;
   duplicate_skips: number;
   created_at: Timestamp;
+  /** Migration 0009: the loop breaker's halt, NULL when not halted. */
+  halted_at: ColumnType<Date | null, never, never>;
+  halt_decision_id: string | null;
+  halted_key_hash: string | null;
+  releases: number;
+}
+
+export interface RunKeySkipsTable {
+  tenant: string;
+  area: string;
+  agent: string;
+  run_id: string;
+  key_hash: string;
+  skips: number;
+}
+
+export interface RunReleasesTable {
+  id: string;
+  tenant: string;
+  area: string;
+  agent: string;
+  run_id: string;
+  halt_decision_id: string | null;
+  halted_at: ColumnType<Date | null, never, never>;
+  released_by: string;
+  reason: string;
+  released_at: Timestamp;
 }
 
 export interface OperationsTable {
@@ -199,6 +226,8 @@ export interface SettingsTable {
 
 export interface Database {
   runs: RunsTable;
+  run_key_skips: RunKeySkipsTable;
+  run_releases: RunReleasesTable;
   operations: OperationsTable;
   attempts: AttemptsTable;
   decisions: DecisionsTable;

@@ -34,6 +34,8 @@ const SERVED = [
   'createGrant',
   'listGrants',
   'revokeGrant',
+  'listRuns',
+  'releaseRun',
   'recover',
   'getDecision',
   'listDecisions',

@@ -247,7 +247,19 @@ export type DecideResult =
       readonly operationId: string;
       readonly operationState: OperationState;
     }
-  | { readonly verdict: 'halted'; readonly decisionId: string; readonly duplicateSkips: number }
+  | {
+      /** The loop breaker (eg_decide step a): the run is halted; nothing is reserved or sent. */
+      readonly verdict: 'halted';
+      readonly decisionId: string;
+      readonly runId: string;
+      /** How many times the run had been told the key it looped on is done. */
+      readonly duplicateSkips: number;
+      readonly haltedAt: string;
+      /** The decision that halted the run: this one when this proposal halted it. */
+      readonly haltDecisionId: string;
+      /** The operation the run looped on, on the proposal that halted it; else `null`. */
+      readonly operationId: string | null;
+    }
   | {
       readonly verdict: 'block';
       readonly decisionId: string;
@@ -442,6 +454,38 @@ export interface GrantInput {
   readonly by: string;
   readonly reason: string;
   readonly ttlMs: number;
+}
+
+/** A run the loop breaker knows: it has a duplicate skip, a halt or a release recorded (migration 0009). */
+export interface RunRecord {
+  readonly id: string;
+  readonly scope: Scope;
+  /** Duplicates the run was answered since it was first seen, over all keys (releases do not reset it). */
+  readonly duplicateSkips: number;
+  /** `null`: not halted. */
+  readonly haltedAt: string | null;
+  readonly haltDecisionId: string | null;
+  /** The keys the run was told are done since its last release, most skipped first. */
+  readonly keys: readonly { readonly keyHash: string; readonly skips: number }[];
+  readonly releases: readonly RunReleaseRecord[];
+  readonly firstSkipAt: string;
+}
+
+export interface RunReleaseRecord {
+  readonly id: string;
+  readonly haltDecisionId: string | null;
+  readonly haltedAt: string | null;
+  readonly releasedBy: string;
+  readonly reason: string;
+  readonly releasedAt: string;
+}
+
+export interface RunReleaseInput {
+  readonly runId: string;
+  /** `null`: the one scope with a halted run of that id (refused when several). */
+  readonly scope: Scope | null;
+  readonly by: string;
+  readonly reason: string;
 }
 
 export interface ApprovalDecisionInput {
@@ -673,6 +717,21 @@ export interface Store {
     readonly by: string;
     readonly reason: string;
   }): Promise<GrantRecord>;
+  /**
+   * Runs the loop breaker knows (a skip, a halt or a release recorded), halted first (newest halt
+   * first), then by first skip, newest first. `runId` may match several scopes.
+   */
+  listRuns(filter?: {
+    readonly runId?: string;
+    readonly halted?: boolean;
+    readonly limit?: number;
+  }): Promise<RunRecord[]>;
+  /**
+   * Lets a halted run go on (eg_release_run.sql): its per-key counts start again, the release is
+   * recorded. `EG_ERR_NOT_FOUND` for a run never skipped, `EG_ERR_RUN_STATE` for one not halted,
+   * `EG_ERR_CONFIG_INVALID` when no scope is given and several are halted under that id.
+   */
+  releaseRun(input: RunReleaseInput): Promise<RunRecord>;
   /**
    * Appends evidence from outside the gate to an operation and, when it says so and the operation
    * can take it, settles it (eg_add_observation.sql). Throws `EG_ERR_NOT_FOUND` for an unknown

@@ -471,6 +471,57 @@ for (const target of storeTargets()) {
       expect(dialogs).toEqual([]);
     });
 
+    it('shows a halted run, links to it from its decisions, and releases it from its page with a confirmation', async () => {
+      const key = newKey({ values: ['acme', 'app', 'Looping issue'] });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'succeeded'));
+      const run = `looper-${newRun()}`;
+      expectVerdict(await store.decide(reserve(run, key, { maxDuplicateSkips: 1 })), 'duplicate');
+      const halted = await store.decide(reserve(run, key, { maxDuplicateSkips: 1 }));
+      expectVerdict(halted, 'halted');
+
+      await page.goto(`${base}/ui/runs?halted=true`);
+      const row = page.locator(`#runs tr[data-run-id="${run}"]`);
+      await expect(seen(row)).resolves.toContain('halted');
+      await row.getByRole('link', { name: run }).click();
+      await page.waitForLoadState();
+      expect(new URL(page.url()).pathname).toBe(`/ui/runs/${run}`);
+      const card = page.locator('article.card[data-state="halted"]');
+      await expect(seen(card)).resolves.toContain(halted.decisionId);
+      // Every decision of the run, the halt among them, each linked to its operation.
+      const verdicts = await page
+        .locator('#decisions tbody tr')
+        .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-verdict')));
+      expect(verdicts.sort()).toEqual(['duplicate', 'halted']);
+      await expect(
+        page.locator(`#decisions a[href="/ui/operations/${first.operationId}"]`).count(),
+      ).resolves.toBe(2);
+      await page.setViewportSize({ width: 760, height: 900 });
+      const overflow = await page.evaluate(
+        'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+      );
+      expect(overflow).toBeLessThanOrEqual(0);
+      await page.screenshot({ path: shot('run-halted'), fullPage: true });
+      await page.setViewportSize({ width: 1280, height: 900 });
+
+      await card.getByLabel('By').fill('oncall@acme');
+      await card.getByLabel('Reason').fill('prompt fixed');
+      await card.getByRole('button', { name: 'Release' }).click();
+      await page.waitForLoadState();
+      await expect(seen(page.locator('#confirmation'))).resolves.toContain('Released');
+      await expect(page.locator('article.card[data-state="running"]').count()).resolves.toBe(1);
+      await page.screenshot({ path: shot('run-released'), fullPage: true });
+      const [record] = await store.listRuns({ runId: run });
+      expect(record).toMatchObject({
+        haltedAt: null,
+        releases: [{ releasedBy: 'oncall@acme', reason: 'prompt fixed' }],
+      });
+      // The operation page links the decision's run to this page.
+      await page.goto(`${base}/ui/operations/${first.operationId}`);
+      await expect(page.locator(`a[href="/ui/runs/${run}"]`).count()).resolves.toBeGreaterThan(0);
+    });
+
     it('reads without JavaScript and escapes every store value', async () => {
       const noJs = await browser.newContext({
         javaScriptEnabled: false,

@@ -32,6 +32,8 @@ import type {
   OutcomeInput,
   RecoveredAttempt,
   RecoverInput,
+  RunRecord,
+  RunReleaseInput,
   Store,
   StoreStats,
 } from '../../src/store/types.js';
@@ -168,6 +170,14 @@ class TestStoreHandle implements TestStore {
 
   revokeGrant(input: Parameters<Store['revokeGrant']>[0]): Promise<GrantRecord> {
     return this.#inner.revokeGrant(input);
+  }
+
+  listRuns(filter?: Parameters<Store['listRuns']>[0]): Promise<RunRecord[]> {
+    return this.#inner.listRuns(filter);
+  }
+
+  releaseRun(input: RunReleaseInput): Promise<RunRecord> {
+    return this.#inner.releaseRun(input);
   }
 
   addObservation(input: ObservationInput): Promise<ObservationResult> {

@@ -10,6 +10,8 @@
  *   GET  /ui/operations/:id
  *   GET  /ui/approvals?state=&limit=
  *   POST /ui/approvals/:id/approve|deny|revoke     (form: csrf, by, reason, [ttl], back)
+ *   GET  /ui/runs?halted=true, GET /ui/runs/:id?released=<release id>
+ *   POST /ui/runs/:id/release                      (form: csrf, by, reason, tenant, area, agent)
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApprovalState, OperationRecord, OperationState, Store } from '../../store/index.js';
@@ -26,11 +28,13 @@ import {
   parseOperationFilter,
 } from '../admin-input.js';
 import { parseResolution } from '../observation-input.js';
+import { parseRunRelease } from '../run-input.js';
 import { loadOperationReport } from '../trail.js';
 import { renderApprovalsPage } from './approvals-page.js';
 import { renderErrorPage, renderLoginPage } from './login-page.js';
 import { renderOperationPage } from './operation-page.js';
 import { type OperationsQuery, renderOperationsPage } from './operations-page.js';
+import { renderRunPage, renderRunsPage, runHref } from './runs-page.js';
 import {
   cookieValue,
   csrfToken,
@@ -196,6 +200,32 @@ async function route(
   if (segments.length === 1 && first === 'approvals') {
     if (method !== 'GET') throw methodNotAllowed('GET');
     return approvalsPage(req, res, ctx, query, csrf, self);
+  }
+  if (segments.length === 1 && first === 'runs') {
+    if (method !== 'GET') throw methodNotAllowed('GET');
+    return runsPage(req, res, ctx, query, csrf);
+  }
+  if (segments.length === 2 && first === 'runs') {
+    if (method !== 'GET') throw methodNotAllowed('GET');
+    state.back = '/ui/runs';
+    return runPage(req, res, ctx, second!, query, csrf);
+  }
+  if (segments.length === 3 && first === 'runs' && third === 'release') {
+    if (method !== 'POST') throw methodNotAllowed('POST');
+    const id = parseName('run id', second!);
+    state.back = runHref(id);
+    const form = await checkedForm(req, token, identity);
+    const run = await ctx.store.releaseRun(
+      parseRunRelease(id, {
+        by: form.get('by'),
+        reason: form.get('reason'),
+        tenant: form.get('tenant'),
+        area: form.get('area'),
+        agent: form.get('agent'),
+      }),
+    );
+    const release = run.releases.at(-1)?.id ?? '';
+    return redirect(res, `${runHref(id)}?released=${encodeURIComponent(release)}#confirmation`);
   }
   if (segments.length === 1 && first === 'logout') {
     if (method !== 'POST') throw methodNotAllowed('POST');
@@ -445,4 +475,47 @@ async function approvalsPage(
     error === null ? 200 : 400,
     renderApprovalsPage({ state, approvals, limit, error, csrf, requested, self }),
   );
+}
+
+async function runsPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  const halted = param(query, 'halted') === 'true';
+  const [runs, requested] = await Promise.all([
+    ctx.store.listRuns({ ...(halted ? { halted: true } : {}), limit: DEFAULT_LIST_LIMIT }),
+    requestedCount(ctx.store),
+  ]);
+  sendHtml(req, res, 200, renderRunsPage({ runs, halted, limit: DEFAULT_LIST_LIMIT, csrf, requested }));
+}
+
+async function runPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  rawId: string,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  let id: string;
+  try {
+    id = parseName('run id', rawId);
+  } catch {
+    throw new UiError(404, 'Not found', 'No such run.');
+  }
+  const [runs, decisions, requested] = await Promise.all([
+    ctx.store.listRuns({ runId: id }),
+    ctx.store.listDecisions({ runId: id }),
+    requestedCount(ctx.store),
+  ]);
+  if (runs.length === 0 && decisions.length === 0) {
+    throw new UiError(404, 'Not found', `No run ${JSON.stringify(id)}.`);
+  }
+  // A confirmation only for a release this run really has (a crafted link shows none).
+  const asked = param(query, 'released');
+  const released = runs.some((r) => r.releases.some((x) => x.id === asked)) ? asked! : null;
+  sendHtml(req, res, 200, renderRunPage({ id, runs, decisions, csrf, requested, released }));
 }

@@ -122,7 +122,7 @@ export interface Shell {
   readonly title: string;
   /** The CSRF token for the logout form; `null` on pages shown before logging in. */
   readonly csrf: string | null;
-  readonly active?: 'operations' | 'approvals';
+  readonly active?: 'operations' | 'approvals' | 'runs';
   /** Open approval requests, for the navigation (`null`: not counted). */
   readonly requested?: number | null;
 }
@@ -138,6 +138,7 @@ export function page(shell: Shell, body: Fragment): Html {
           ? html`<span class="count" title="open approval requests">${shell.requested}</span>`
           : ''
       }</a>
+      <a href="/ui/runs"${shell.active === 'runs' ? html` class="active"` : ''}>Runs</a>
     </nav>
     <form method="post" action="/ui/logout"><input type="hidden" name="csrf" value="${shell.csrf}"><button type="submit">Log out</button></form>`;
   return html`<!doctype html>

@@ -18,6 +18,7 @@ import { renderApprovalCard } from './approvals-page.js';
 import { type Html, html, join, keyText } from './html.js';
 import { page, stateMark } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
+import { runHref } from './runs-page.js';
 
 export interface OperationView {
   readonly report: OperationReport;
@@ -62,7 +63,7 @@ export function renderOperationPage(view: OperationView): Html {
   <dt>scope</dt><dd class="wrap">${op.scope.tenant} / ${op.scope.area} / ${op.scope.agent}</dd>
   <dt>key values</dt><dd class="wrap"><code id="key-values">${keyText(op.key_values)}</code>${op.key_hash === null ? '' : html` <span class="muted mono" title="key hash">${op.key_hash}</span>`}</dd>
   <dt>idempotency</dt><dd class="wrap">${op.idempotency === null ? html`<span class="muted">none injected</span>` : html`<code>${op.idempotency.header}: ${op.idempotency.key}</code> <span class="muted">(every attempt sends the same key)</span>`}</dd>
-  <dt>owner</dt><dd class="wrap">run <code>${op.owner.run_id}</code> · step ${dash(op.owner.step)} · worker ${dash(op.owner.worker)} · agent ${dash(op.owner.agent_version)}</dd>
+  <dt>owner</dt><dd class="wrap">run <a class="mono" href="${runHref(op.owner.run_id)}">${op.owner.run_id}</a> · step ${dash(op.owner.step)} · worker ${dash(op.owner.worker)} · agent ${dash(op.owner.agent_version)}</dd>
   ${op.supersedes_operation_id === null ? '' : html`<dt>supersedes</dt><dd>${opLink(op.supersedes_operation_id)} <span class="muted">(the request changed materially: a new operation, not a retry)</span></dd>`}
   ${op.superseded_by.length === 0 ? '' : html`<dt>superseded by</dt><dd>${join(op.superseded_by.map(opLink), ', ')}</dd>`}
   <dt>attempts</dt><dd>${op.attempts}</dd>
@@ -162,7 +163,7 @@ function attemptRef(attemptId: string | null, attempts: ReadonlyMap<string, numb
 
 function decisionBody(e: DecisionEntry, self: string, attempts: ReadonlyMap<string, number>): Html {
   const lines: Html[] = [
-    html`<p class="head"><span class="kind">decision</span> <b>${e.verdict}</b>${e.reason ? html` (${e.reason})` : ''} · run <code>${e.run_id}</code>${e.step ? html` · step ${e.step}` : ''}</p>`,
+    html`<p class="head"><span class="kind">decision</span> <b>${e.verdict}</b>${e.reason ? html` (${e.reason})` : ''} · run <a class="mono" href="${runHref(e.run_id)}">${e.run_id}</a>${e.step ? html` · step ${e.step}` : ''}</p>`,
   ];
   if (e.verdict === 'duplicate' && e.source_operation_id !== null) {
     const src = e.source_operation_id;
@@ -181,7 +182,7 @@ function attemptBody(e: AttemptEntry): Html {
   const dispatch = e.dispatch_state ?? 'in flight';
   const lines: Html[] = [
     html`<p class="head"><span class="kind">attempt</span> <b>#${e.number}</b> <span class="badge d-${e.dispatch_state ?? 'inflight'}">${dispatch}</span> <span class="wrap">${d.method} ${d.host}${defaultPort ? '' : `:${d.port}`} ${d.path}</span></p>`,
-    html`<p class="by">by run <code>${e.run_id}</code>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker <b class="worker">${e.worker}</b>` : ''}</p>`,
+    html`<p class="by">by run <a class="mono" href="${runHref(e.run_id)}">${e.run_id}</a>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker <b class="worker">${e.worker}</b>` : ''}</p>`,
   ];
   if (e.retry_of_number !== null) {
     lines.push(
@@ -211,7 +212,7 @@ function attemptBody(e: AttemptEntry): Html {
       html`<p>marked sent_no_response by crash recovery at <time datetime="${e.recovered_at}">${displayTime(e.recovered_at)}</time></p>`,
     );
   lines.push(
-    html`<p class="muted wrap">run <code>${e.run_id}</code>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker ${e.worker}` : ''}${e.response_fingerprint ? html` · response <code>${e.response_fingerprint}</code>` : ''}</p>`,
+    html`<p class="muted wrap">run <a class="mono" href="${runHref(e.run_id)}">${e.run_id}</a>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker ${e.worker}` : ''}${e.response_fingerprint ? html` · response <code>${e.response_fingerprint}</code>` : ''}</p>`,
   );
   return join(lines);
 }

@@ -32,6 +32,10 @@ declare
   v_budget int := coalesce((p ->> 'retryBudget')::int, 1);
   v_max_skips int := (p ->> 'maxDuplicateSkips')::int;
   v_skips int;
+  v_halted_at timestamptz;
+  v_halt_decision text;
+  v_halt_skips int;
+  v_releases int;
   v_hash text;
   v_window interval;
   v_expires timestamptz;
@@ -49,16 +53,49 @@ declare
   v_in_window boolean;
   v_expiry_checked boolean := false;
 begin
-  -- (a) The loop breaker. Read only: a run's row is written on its first duplicate skip.
-  select duplicate_skips into v_skips from runs
-    where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run;
-  v_skips := coalesce(v_skips, 0);
-  if v_skips >= v_max_skips then
-    perform eg_decided(p, p_input, 'halted',
-      format('loop_breaker: run %s has %s duplicate skips (max %s)', v_run, v_skips, v_max_skips),
-      null, null, null, null, json_build_object('duplicateSkips', v_skips, 'maxDuplicateSkips', v_max_skips));
-    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'duplicateSkips', v_skips);
+  -- (a) The loop breaker (migration 0009). Read only, one probe: a run's row is written on its
+  -- first duplicate skip. A halted run is answered `halted` whatever it proposes, until an
+  -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
+  -- a key it was already told max_duplicate_skips times is done: eg_skip counts per run and key
+  -- (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
+  select r.halted_at, r.halt_decision_id, r.releases, s.skips, h.skips
+    into v_halted_at, v_halt_decision, v_releases, v_skips, v_halt_skips
+    from runs r
+    left join run_key_skips s on s.tenant = r.tenant and s.area = r.area and s.agent = r.agent
+      and s.run_id = r.id and s.key_hash = v_key ->> 'hash'
+    left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
+      and h.run_id = r.id and h.key_hash = r.halted_key_hash
+    where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
+  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips then
+    -- Halt now, unless a release (releases moved on) or another proposal's halt got there first.
+    update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
+      where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run
+        and halted_at is null and releases = v_releases;
+    if found then
+      v_halted_at := now();
+      v_halt_decision := v_decision;
+      v_halt_skips := v_skips;
+      select operation_id into v_op from dedupe_keys where key_hash = v_key ->> 'hash';
+    else
+      select r.halted_at, r.halt_decision_id, h.skips into v_halted_at, v_halt_decision, v_halt_skips
+        from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
+          and h.run_id = r.id and h.key_hash = r.halted_key_hash
+        where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
+    end if;
   end if;
+  if v_halted_at is not null then
+    perform eg_decided(p, p_input, 'halted',
+      case when v_halt_decision = v_decision
+        then format('loop_breaker: run %s proposed again an effect it was told %s times is done (operation %s; max %s)',
+          v_run, v_halt_skips, v_op, v_max_skips)
+        else format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision) end,
+      v_op, null, v_key ->> 'hash', null, json_build_object('duplicateSkips', v_halt_skips,
+        'maxDuplicateSkips', v_max_skips, 'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision));
+    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_run,
+      'duplicateSkips', coalesce(v_halt_skips, v_max_skips),
+      'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision, 'operationId', v_op);
+  end if;
+  v_skips := null;
 
   if p ->> 'kind' = 'block' then
     perform eg_decided(p, p_input, 'block', p ->> 'reason', null, null, null, null, json_build_object());
@@ -107,9 +144,7 @@ begin
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
       end if;
-      insert into runs as r (tenant, area, agent, id, duplicate_skips) values (v_tenant, v_area, v_agent, v_run, 1)
-      on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1
-      returning duplicate_skips into v_skips;
+      v_skips := eg_skip(p, v_hash);
       v_source := case when v_row.run_id is not null then json_build_object(
         'runId', v_row.run_id, 'step', v_row.step, 'operationId', v_row.operation_id,
         'attemptId', v_row.attempt_id, 'confirmedAt', eg_iso(v_row.confirmed_at),

@@ -117,6 +117,8 @@ for (const target of storeTargets()) {
       const other = await createGate({ policies, store, scope: { ...scopeA, tenant: 'initech' } });
       await other.handle(post(upstream, 'loop-x', 'shared-run'), client.send);
       for (let i = 0; i < 3; i++) await other.handle(post(upstream, 'loop-x', 'shared-run'), client.send);
+      // The fourth proposal of the same done effect halts the run; then everything of it is halted.
+      expect((await other.handle(post(upstream, 'loop-x', 'shared-run'), client.send)).status).toBe(429);
       expect((await other.handle(post(upstream, 'loop-y', 'shared-run'), client.send)).status).toBe(429);
       expect((await gate.handle(post(upstream, 'loop-z', 'shared-run'), client.send)).status).toBe(201);
     });

@@ -26,7 +26,7 @@ export const payloadOf = (e: EventRecord): Record<string, unknown> =>
 
 /**
  * Allow + confirm, a duplicate, failures and their retries, a block, an unknown outcome and the
- * held retry after it, pending proposals on a held key (one recorded, one not), a halted run.
+ * held retry after it, pending proposals on a held key (one recorded, one not), a looping run halted.
  */
 export async function writeHistory(store: Store): Promise<AuditHistory> {
   const perCall: number[] = [];
@@ -65,6 +65,9 @@ export async function writeHistory(store: Store): Promise<AuditHistory> {
   expectVerdict(await counted(() => store.decide(reserve(newRun(), key4))), 'allow');
   await counted(() => store.decide(reserve(newRun(), key4, { recordPending: true })));
   await counted(() => store.decide(reserve(newRun(), key4, { recordPending: false })));
-  await counted(() => store.decide(reserve(newRun(), key, { maxDuplicateSkips: 0 })));
+  // A run that proposes the done effect again after its one allowed skip is halted.
+  const looper = newRun();
+  await counted(() => store.decide(reserve(looper, key, { maxDuplicateSkips: 1 })));
+  await counted(() => store.decide(reserve(looper, key, { maxDuplicateSkips: 1 })));
   return { retried, perCall };
 }

@@ -205,35 +205,6 @@ for (const target of storeTargets()) {
       expect(later.source?.operationId).toBe(first.operationId);
     });
 
-    it('the loop breaker halts a run after N duplicate skips', async () => {
-      const key = newKey();
-      const first = await store.decide(reserve(newRun(), key));
-      expectVerdict(first, 'allow');
-      await store.recordOutcome(outcome(first, key, 'succeeded'));
-
-      const run = newRun();
-      const runRows = (): Promise<{ duplicate_skips: number }[]> =>
-        store.query(`select duplicate_skips from runs where id = '${run}'`);
-      // The loop breaker's row is written on a run's first duplicate, never by an allow.
-      expectVerdict(await store.decide(reserve(run, newKey(), { maxDuplicateSkips: 2 })), 'allow');
-      expect(await runRows()).toEqual([]);
-      const skips: number[] = [];
-      for (let i = 0; i < 2; i++) {
-        const dup = await store.decide(reserve(run, key, { maxDuplicateSkips: 2 }));
-        expectVerdict(dup, 'duplicate');
-        skips.push(dup.duplicateSkips);
-      }
-      expect(skips).toEqual([1, 2]);
-      expect(await runRows()).toEqual([{ duplicate_skips: 2 }]);
-
-      const halted = await store.decide(reserve(run, newKey(), { maxDuplicateSkips: 2 }));
-      expectVerdict(halted, 'halted');
-      expect(halted.duplicateSkips).toBe(2);
-      expectVerdict(await store.decide(reserve(run, null, { maxDuplicateSkips: 2 })), 'halted');
-      expectVerdict(await store.decide(block(run, 'missing key path', { maxDuplicateSkips: 2 })), 'halted');
-      expect((await store.getDecision(halted.decisionId))?.verdict).toBe('halted');
-    });
-
     it('block records a decision and reserves nothing', async () => {
       const run = newRun();
       const res = await store.decide(block(run, 'key path $.body.title is missing'));

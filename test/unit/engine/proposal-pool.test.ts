@@ -42,7 +42,6 @@ tools:
 ]);
 const scope = { tenant: 'acme', area: 'shop', agent: 'bot' };
 const settings = {
-  runId: 'run-1',
   scope,
   authorityKey: 'k3y',
   bodyLimits: BODY_LIMITS,
@@ -70,7 +69,7 @@ function req(over: Partial<GateRequest> & { readonly text?: string }): GateReque
     query: 'currency=eur',
     headers: { 'content-type': 'application/json', authorization: 'Bearer s3cret' },
     body: new TextEncoder().encode(text ?? ''),
-    context: { run: null, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
+    context: { run: 'run-1', step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
     ...rest,
   };
 }

@@ -1,0 +1,62 @@
+import { type Kysely, type Migration, sql } from 'kysely';
+
+/*
+ * 0009: the loop breaker counts per run AND key, and a halted run can be released (issue 14 item
+ * 3; seed duplicate-effect-recognition: "if the model keeps proposing the same duplicate, the run
+ * can stop after repeated skips"). Before this, a run's duplicates added up across keys, and a
+ * proxy whose clients shared one run halted them all after three duplicates from anyone, until a
+ * restart.
+ *
+ * - run_key_skips: how many times a run proposed one key's effect while it was already done. The
+ *   run halts when it proposes a key again that it was told max_duplicate_skips times is done.
+ * - runs.halted_at / halt_decision_id / halted_key_hash: the halt, set by eg_decide, read by every
+ *   decide of the run (the same row probe as before). NULL: the run is not halted.
+ * - runs.releases: how many times an operator released it; a halt raced by a release is dropped
+ *   (eg_decide compares it).
+ * - run_releases: who released a halted run, when and why, and which halt it ended. Never deleted.
+ *
+ * Runs halted under the old total count before this migration are not halted after it (the new
+ * columns start empty): their old count mixed distinct keys, which is exactly what this changes.
+ *
+ * Schema only; the functions are in src/store/functions/ (eg_decide.sql, eg_skip.sql,
+ * eg_release_run.sql). Never edit once applied.
+ */
+
+const STATEMENTS: readonly string[] = [
+  `create table run_key_skips (
+    tenant text not null,
+    area text not null,
+    agent text not null,
+    run_id text not null,
+    key_hash text not null,
+    skips int not null,
+    primary key (tenant, area, agent, run_id, key_hash)
+  )`,
+  'alter table runs add column halted_at timestamptz',
+  'alter table runs add column halt_decision_id text',
+  'alter table runs add column halted_key_hash text',
+  'alter table runs add column releases int not null default 0',
+  `create table run_releases (
+    id text primary key,
+    tenant text not null,
+    area text not null,
+    agent text not null,
+    run_id text not null,
+    halt_decision_id text,
+    halted_at timestamptz,
+    released_by text not null,
+    reason text not null,
+    released_at timestamptz not null default now()
+  )`,
+  'create index run_releases_run_idx on run_releases (tenant, area, agent, run_id, released_at)',
+  // The runs list (`effectgate runs`, /api/runs) shows halted runs first, newest halt first.
+  'create index runs_halted_idx on runs (halted_at desc) where halted_at is not null',
+];
+
+export const migration0009: Migration = {
+  async up(db: Kysely<unknown>): Promise<void> {
+    for (const statement of STATEMENTS) {
+      await sql.raw(statement).execute(db);
+    }
+  },
+};

@@ -1,0 +1,234 @@
+/**
+ * The run model through the real proxy binary (issue 14 item 3): clients that send no
+ * `Effectgate-Run` each get a run derived from their scope and address, so a looping agent is
+ * halted whether it opens a new connection per call (curl) or reuses one (undici keep-alive), an
+ * unrelated client of the same shared proxy is not halted by its loop, and an operator can list
+ * and release a halted run (`effectgate runs`, the admin API), which is recorded. Clients are told
+ * apart by their loopback source address (127.0.0.2, .3, .4), as hosts sharing a proxy would be.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Pool } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type IssueTracker, startIssueTracker } from '../helpers/issue-tracker.js';
+import { type ProxyProcess, runCli, startProxyProcess } from '../helpers/proxy-process.js';
+import { openTestStore, storeTargets, type TestStore } from '../helpers/store.js';
+
+const POLICIES = new URL('../fixtures/e2e-policies/', import.meta.url).pathname;
+const TOKEN = 'eg-run-model-4f1d9c2b7a';
+const COLLECTION = '/repos/acme/loops/issues';
+const execFileP = promisify(execFile);
+
+interface Answer {
+  readonly status: number;
+  readonly json: Record<string, unknown>;
+}
+
+for (const target of storeTargets()) {
+  describe(`run model through the proxy (${target.name})`, () => {
+    let tracker: IssueTracker;
+    let proxy: ProxyProcess;
+    let pgStore: TestStore | null = null;
+    let storeUrl: string;
+    let dir: string;
+    let curlRun = '';
+    let undiciRun = '';
+
+    beforeAll(async () => {
+      tracker = await startIssueTracker();
+      dir = mkdtempSync(join(tmpdir(), 'effectgate-runs-'));
+      if (target.kind === 'postgres') {
+        pgStore = await openTestStore(target);
+        storeUrl = pgStore.url;
+      } else {
+        storeUrl = `pglite:${join(dir, 'store')}`;
+      }
+      proxy = await startProxyProcess(
+        [
+          '--policies',
+          POLICIES,
+          '--store',
+          storeUrl,
+          '--admin',
+          '127.0.0.1:0',
+          '--tenant',
+          'acme',
+          '--area',
+          'support',
+          '--agent',
+          'shared',
+        ],
+        { EFFECTGATE_ADMIN_TOKEN: TOKEN },
+      );
+    });
+
+    afterAll(async () => {
+      await proxy?.stop();
+      await tracker?.close();
+      await pgStore?.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    const created = (title: string): number =>
+      tracker.issues(COLLECTION).filter((i) => i.title === title).length;
+
+    /** One curl process per call: a new connection every time, from `from`. */
+    async function curl(from: string, title: string): Promise<Answer> {
+      const { stdout } = await execFileP('curl', [
+        '-s',
+        '--interface',
+        from,
+        '-x',
+        proxy.url,
+        '-H',
+        'content-type: application/json',
+        '-w',
+        '\n%{http_code}',
+        '-d',
+        JSON.stringify({ title }),
+        `${tracker.url}${COLLECTION}`,
+      ]);
+      const cut = stdout.lastIndexOf('\n');
+      return { status: Number(stdout.slice(cut + 1)), json: JSON.parse(stdout.slice(0, cut) || '{}') };
+    }
+
+    it('halts an agent that loops on one effect with a new connection per call (curl), without Effectgate-Run', async () => {
+      const statuses: number[] = [];
+      let last: Answer | undefined;
+      for (let i = 0; i < 5; i++) {
+        last = await curl('127.0.0.2', 'loop by curl');
+        statuses.push(last.status);
+      }
+      expect(statuses).toEqual([201, 409, 409, 409, 429]);
+      expect(last!.json).toMatchObject({ verdict: 'halted', duplicate_skips: 3 });
+      curlRun = String(last!.json['run_id']);
+      expect(curlRun).toMatch(/^auto-/);
+      // Halted means halted: its next new effect is refused too, and nothing more reached the tracker.
+      const fresh = await curl('127.0.0.2', 'a new effect of the looping agent');
+      expect(fresh.status).toBe(429);
+      expect(fresh.json['detail']).toContain(`effectgate runs release ${curlRun}`);
+      expect(created('loop by curl')).toBe(1);
+      expect(created('a new effect of the looping agent')).toBe(0);
+    });
+
+    it('halts an agent that loops on one keep-alive connection (undici)', async () => {
+      const pool = new Pool(proxy.url, { connections: 1, connect: { localAddress: '127.0.0.4' } });
+      try {
+        const statuses: number[] = [];
+        let body: Record<string, unknown> = {};
+        for (let i = 0; i < 5; i++) {
+          const res = await pool.request({
+            method: 'POST',
+            // Absolute-form, as an HTTP proxy client sends a plain-HTTP target.
+            path: `${tracker.url}${COLLECTION}`,
+            headers: { host: new URL(tracker.url).host, 'content-type': 'application/json' },
+            body: JSON.stringify({ title: 'loop by undici' }),
+          });
+          statuses.push(res.statusCode);
+          body = (await res.body.json()) as Record<string, unknown>;
+        }
+        expect(statuses).toEqual([201, 409, 409, 409, 429]);
+        undiciRun = String(body['run_id']);
+        expect(undiciRun).toMatch(/^auto-/);
+        expect(undiciRun).not.toBe(curlRun);
+        expect(created('loop by undici')).toBe(1);
+      } finally {
+        await pool.close();
+      }
+    });
+
+    it('does not halt an unrelated client of the same shared proxy, and still answers it duplicates', async () => {
+      expect((await curl('127.0.0.3', 'my own effect')).status).toBe(201);
+      // The looping client's effect is done: a duplicate for this client too (409, not 429).
+      const dup = await curl('127.0.0.3', 'loop by curl');
+      expect(dup.status).toBe(409);
+      expect(dup.json).toMatchObject({ verdict: 'duplicate', duplicate_skips: 1 });
+      expect(created('loop by curl')).toBe(1);
+      // Its own duplicates, distinct ones, never add up to a halt.
+      for (const title of ['loop by undici', 'my own effect'])
+        expect((await curl('127.0.0.3', title)).status).toBe(409);
+      expect((await curl('127.0.0.3', 'another effect of mine')).status).toBe(201);
+    });
+
+    it('lists the halted runs, releases one (recorded), and the released run goes on', async () => {
+      const listed = await runCli(['runs', '--halted', '--json', '--store', storeUrl]);
+      expect(listed.code, listed.stderr).toBe(0);
+      const halted = (JSON.parse(listed.stdout) as { runs: { id: string; haltedAt: string | null }[] }).runs;
+      expect(halted.map((r) => r.id).sort()).toEqual([curlRun, undiciRun].sort());
+
+      const refused = await runCli(['runs', 'release', curlRun, '--store', storeUrl]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain('needs --by WHO, --reason TEXT');
+
+      const released = await runCli([
+        'runs',
+        'release',
+        curlRun,
+        '--by',
+        'oncall@acme',
+        '--reason',
+        'prompt fixed, loop understood',
+        '--store',
+        storeUrl,
+      ]);
+      expect(released.code, released.stderr).toBe(0);
+      expect(released.stdout).toContain(`released run ${curlRun}`);
+      const again = await runCli([
+        'runs',
+        'release',
+        curlRun,
+        '--by',
+        'x',
+        '--reason',
+        'y',
+        '--store',
+        storeUrl,
+      ]);
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain('EG_ERR_RUN_STATE');
+
+      // The same client and run (not idle): decided as usual again, its counts from zero.
+      const next = await curl('127.0.0.2', 'after the release');
+      expect(next.status).toBe(201);
+      const dup = await curl('127.0.0.2', 'loop by curl');
+      expect(dup.status).toBe(409);
+      expect(dup.json).toMatchObject({ duplicate_skips: 1, source: expect.any(Object) });
+      // The other halted run is untouched.
+      const pool = new Pool(proxy.url, { connections: 1, connect: { localAddress: '127.0.0.4' } });
+      try {
+        const res = await pool.request({
+          method: 'POST',
+          path: `${tracker.url}${COLLECTION}`,
+          headers: { host: new URL(tracker.url).host, 'content-type': 'application/json' },
+          body: JSON.stringify({ title: 'undici after the other release' }),
+        });
+        expect(res.statusCode).toBe(429);
+        await res.body.dump();
+      } finally {
+        await pool.close();
+      }
+
+      // The admin API shows the run's decisions, its halt and its release.
+      const api = await fetch(`${proxy.adminUrl}/api/runs/${encodeURIComponent(curlRun)}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(api.status).toBe(200);
+      const run = (await api.json()) as {
+        runs: { haltedAt: string | null; releases: { releasedBy: string; haltDecisionId: string }[] }[];
+        decisions: { verdict: string; id: string }[];
+      };
+      expect(run.runs).toHaveLength(1);
+      expect(run.runs[0]!.haltedAt).toBeNull();
+      expect(run.runs[0]!.releases).toMatchObject([{ releasedBy: 'oncall@acme' }]);
+      const verdicts = run.decisions.map((d) => d.verdict);
+      expect(verdicts.filter((v) => v === 'halted')).toHaveLength(2);
+      expect(run.decisions.map((d) => d.id)).toContain(run.runs[0]!.releases[0]!.haltDecisionId);
+
+      const verify = await runCli(['audit', 'verify', '--store', storeUrl]);
+      expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+    });
+  });
+}
