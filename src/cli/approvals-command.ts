@@ -126,16 +126,18 @@ async function decide(action: ApprovalAction, argv: readonly string[]): Promise<
     if (!grant) {
       const approval = await store.decideApproval(input);
       if (values.json) writeJson(approval);
-      else
-        process.stdout.write(
-          `${[decisionSummary(action, approval), '', ...approvalCard(approval)].join('\n')}\n`,
-        );
+      else process.stdout.write(`${describeDecision(action, approval).join('\n')}\n`);
       return 0;
     }
   } finally {
     await store.close();
   }
   return revokeGrant(input.approvalId, { by: values.by, reason: values.reason }, values.store, values.json);
+}
+
+/** What a recorded decision means, then the card it left: the command's output, and the demo's. */
+export function describeDecision(action: ApprovalAction, a: ApprovalRecord): string[] {
+  return [decisionSummary(action, a), '', ...approvalCard(a)];
 }
 
 function decisionSummary(action: ApprovalAction, a: ApprovalRecord): string {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { USAGE as APPROVALS_USAGE } from './approvals-command.js';
 import { USAGE as AUDIT_USAGE } from './audit-command.js';
 import { USAGE as CA_USAGE } from './ca-command.js';
+import { USAGE as DEMO_USAGE } from './demo-command.js';
 import { USAGE as OPERATIONS_USAGE } from './operations-command.js';
 import { USAGE as POLICIES_USAGE } from './policies-command.js';
 import { PROXY_OPTIONS } from './proxy-command.js';
@@ -25,6 +26,7 @@ const COMMAND_USAGE: Readonly<Record<string, string>> = {
   audit: AUDIT_USAGE,
   migrate: 'usage: effectgate migrate [--store URL]   (default: DATABASE_URL, else pglite:./.effectgate)',
   ca: CA_USAGE,
+  demo: DEMO_USAGE,
 };
 
 /** The usage of `command` when `args` asks for help (before a `--`), else `null`. */

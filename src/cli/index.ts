@@ -3,6 +3,7 @@ import { runApprovals } from './approvals-command.js';
 import { runAudit } from './audit-command.js';
 import { runCa } from './ca-command.js';
 import { helpFor, version } from './command-help.js';
+import { runDemo } from './demo-command.js';
 import { runMigrate } from './migrate-command.js';
 import { runOperations } from './operations-command.js';
 import { runPolicies } from './policies-command.js';
@@ -43,6 +44,8 @@ commands:
   audit prune        --before TIME --archive FILE: archive (verified) and remove older events
   migrate            apply pending store migrations
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
+  demo               a walk-through on a fake issue tracker: allow, duplicate, lost response, hold,
+                     approval, trail; then the admin UI until Ctrl-C (--no-wait, --port PORT)
 
 Store: --store postgres://… | pglite:DIR (default: DATABASE_URL, else pglite:./.effectgate)
 effectgate <command> --help: that command's flags; effectgate --version: the version`;
@@ -82,6 +85,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await runMigrate(rest);
       case 'ca':
         return await runCa(rest);
+      case 'demo':
+        return await runDemo(rest);
       case undefined:
       case '-h':
       case '--help':

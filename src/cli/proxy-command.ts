@@ -1,7 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createAdminServer, createPrometheusMetrics, resolveAdminToken } from '../admin/index.js';
+import { resolveAdminToken } from '../admin/index.js';
 import {
   checkCount,
   checkInstanceId,
@@ -11,12 +10,13 @@ import {
   parsePortList,
   scopeFromFlagsAndEnv,
 } from '../config/index.js';
-import { createGate, defaultInstanceId } from '../engine/index.js';
+import { defaultInstanceId } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
-import { CertificateAuthority, createProxyServer } from '../proxy/index.js';
-import { embeddedStoreDir, openStore, resolveStoreUrl, serveStoreSocket } from '../store/index.js';
+import { CertificateAuthority } from '../proxy/index.js';
+import { resolveStoreUrl } from '../store/index.js';
 import { createLogger } from './logger.js';
+import { startProxy, stopSignal } from './start-proxy.js';
 
 /** The flags of `effectgate proxy` (exported so docker/ manifests are checked against them). */
 export const PROXY_OPTIONS = {
@@ -132,95 +132,32 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
 
   const policies = await loadPolicies(values.policies);
   const storeUrl = resolveStoreUrl(values.store);
-  const store = await openStore({ url: storeUrl, migrate: !values['no-migrate'], requireExisting: true });
-  // Start-up either completes or undoes itself: every resource opened from here on is closed
-  // again, newest first, if a later step fails (a port taken, a recovery that cannot reach the
-  // store), so a failed start releases the store lock and exits with one clear line (issue 10).
-  const undo: (() => Promise<unknown>)[] = [() => store.close()];
-  const start = async (): Promise<Started> => {
-    // Metrics only with an admin server to serve them: the same object counts in the gate and
-    // answers GET /metrics.
-    const metrics = admin === null ? undefined : createPrometheusMetrics({ store });
-    // Registers this life and recovers what earlier lives and dead replicas left in flight before
-    // any traffic is taken. On the embedded store the directory lock proves no other gate runs, so
-    // every attempt without an outcome is orphaned. From here the gate owns (and closes) the store.
-    const gate = await createGate({
-      policies,
-      store,
-      ownStore: true,
-      exclusiveStore: store.kind === 'pglite',
-      scope,
-      instanceId,
-      heartbeatMs,
-      runIdleMs,
-      staleAfterMs,
-      drainTimeoutMs,
-      ...(authorityKey === undefined ? {} : { authorityKey }),
-      ...(values['run-id'] === undefined ? {} : { runId: values['run-id'] }),
-      ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
-      ...(analysisThreads === undefined ? {} : { analysisThreads }),
-      ...(metrics === undefined ? {} : { metrics }),
-      logger,
-    });
-    undo[0] = () => gate.close();
-    const proxy = createProxyServer({
-      gate,
-      egress: policies.egress,
-      allowConnectPorts,
-      limits,
-      logger,
-      ...(agents === undefined ? {} : { agents }),
-      ...(ca === undefined ? {} : { ca }),
-      ...(upstreamCa === undefined ? {} : { upstream: { ca: upstreamCa } }),
-    });
-    metrics?.countProxy(() => ({ ...proxy.counters() }));
-    // The admin listener first: if either port is taken, no governed request has been served.
-    const adminServer =
-      admin === null || metrics === undefined
-        ? null
-        : createAdminServer({ store, token: adminToken, logger, metrics });
-    const adminAddr =
-      adminServer === null || admin === null
-        ? null
-        : await listenOn('--admin', admin, () => adminServer.listen(admin.host, admin.port));
-    if (adminServer !== null) undo.push(() => adminServer.close());
-    // `egress.deny: gate`: the admin listener is one of the gate's own, known before the proxy
-    // serves a request; the proxy adds its own bound address itself.
-    if (adminAddr !== null) proxy.setGateAddresses([adminAddr]);
-    const addr = await listenOn('--listen', listen, () => proxy.listen(listen.host, listen.port));
-    undo.push(() => proxy.close());
-    // Commands (operations, approvals, audit verify) reach an embedded store through this gate.
-    const storeDir = store.kind === 'pglite' ? embeddedStoreDir(storeUrl) : null;
-    const storeSocket =
-      storeDir === null
-        ? null
-        : await serveStoreSocket(store, storeDir, { instanceId: gate.instanceId }).catch((err: unknown) => {
-            logger.warn(
-              { err: String(err) },
-              'no store socket: commands cannot inspect this store while it runs',
-            );
-            return null;
-          });
-    return { gate, proxy, adminServer, storeSocket, addr, adminAddr };
-  };
-  let started: Started;
-  try {
-    started = await start();
-  } catch (err) {
-    for (const close of undo.reverse()) await close().catch(() => undefined);
-    throw err;
-  }
-  const { gate, proxy, adminServer, storeSocket, addr, adminAddr } = started;
-  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops.
-  const stopped = new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+  const { gate, store, addr, adminAddr, stop } = await startProxy({
+    policies,
+    storeUrl,
+    migrate: !values['no-migrate'],
+    scope,
+    instanceId,
+    listen,
+    admin,
+    adminToken,
+    allowConnectPorts,
+    limits,
+    heartbeatMs,
+    runIdleMs,
+    staleAfterMs,
+    drainTimeoutMs,
+    logger,
+    agents,
+    ca,
+    upstreamCa,
+    authorityKey,
+    runId: values['run-id'],
+    maxBodyBytes,
+    analysisThreads,
   });
+  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops.
+  const stopped = stopSignal();
   logger.info(
     {
       listen: `${addr.address}:${addr.port}`,
@@ -241,12 +178,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
 
   await stopped;
   logger.info({}, 'effectgate proxy stopping');
-  // Stop taking requests and let those in flight finish, then drain the outcomes the store could
-  // not take yet (bounded by --drain-timeout), then mark this life stopped and close the store.
-  // Requests in flight (a governed call at its destination) get their answers within
-  // --drain-timeout; then the gate drains the outcomes still waiting for the store (its own bound).
-  await Promise.allSettled([proxy.close(drainTimeoutMs), adminServer?.close(), storeSocket?.close()]);
-  const report = await gate.close();
+  const report = await stop();
   logger.info(
     { unwritten_outcomes: report.unwrittenOutcomes, abandoned_calls: report.abandonedCalls },
     'effectgate proxy stopped',
@@ -255,39 +187,6 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     `effectgate proxy stopped (${report.unwrittenOutcomes} outcome(s) not written${report.unwrittenOutcomes > 0 ? ': recovered as unknown on the next start of this instance' : ''})\n`,
   );
   return 0;
-}
-
-interface Started {
-  readonly gate: Awaited<ReturnType<typeof createGate>>;
-  readonly proxy: ReturnType<typeof createProxyServer>;
-  readonly adminServer: ReturnType<typeof createAdminServer> | null;
-  readonly storeSocket: Awaited<ReturnType<typeof serveStoreSocket>> | null;
-  readonly addr: AddressInfo;
-  readonly adminAddr: AddressInfo | null;
-}
-
-/** Binds one listener; a taken or forbidden address is a configuration error naming its flag. */
-async function listenOn(
-  flag: string,
-  where: { readonly host: string; readonly port: number },
-  bind: () => Promise<AddressInfo>,
-): Promise<AddressInfo> {
-  try {
-    return await bind();
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    const why =
-      code === 'EADDRINUSE'
-        ? 'address already in use (another process listens there)'
-        : code === 'EACCES'
-          ? 'permission denied'
-          : code === 'EADDRNOTAVAIL'
-            ? 'no such local address'
-            : (err as Error).message;
-    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `${flag} ${where.host}:${where.port}: ${why}`, {
-      cause: err,
-    });
-  }
 }
 
 function positiveDuration(flag: string, text: string): number {

@@ -79,6 +79,7 @@ describe('--help and --version (issue 14 item 5)', () => {
     ['audit', 'audit prune --before TIME'],
     ['migrate', '--store URL'],
     ['ca', 'ca init --dir DIR'],
+    ['demo', '--no-wait'],
   ])(
     'effectgate %s --help (and -h, after a subcommand too) prints its usage with exit 0, never a parse error',
     async (command, text) => {

@@ -69,7 +69,14 @@ function req(over: Partial<GateRequest> & { readonly text?: string }): GateReque
     query: 'currency=eur',
     headers: { 'content-type': 'application/json', authorization: 'Bearer s3cret' },
     body: new TextEncoder().encode(text ?? ''),
-    context: { run: 'run-1', step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
+    context: {
+      run: 'run-1',
+      step: null,
+      operation: null,
+      worker: null,
+      agentVersion: null,
+      retryReason: null,
+    },
     ...rest,
   };
 }

@@ -1,0 +1,176 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { ProxyAgent, request } from 'undici';
+import { parseListen } from '../config/index.js';
+import { loadPolicies } from '../policy/index.js';
+import { DemoApi } from './demo-api.js';
+import { DEMO_TOOL, demoPolicy } from './demo-policy.js';
+import { DemoInterrupted, walkThrough } from './demo-walkthrough.js';
+import { createLogger } from './logger.js';
+import { type RunningProxy, startProxy, stopSignal } from './start-proxy.js';
+
+const OPTIONS = {
+  'no-wait': { type: 'boolean', default: false },
+  port: { type: 'string', default: '0' },
+} as const satisfies ParseArgsConfig['options'];
+
+export const USAGE = `usage: effectgate demo [--no-wait] [--port PORT]
+  Starts a fake issue tracker and the proxy in front of it on 127.0.0.1, on a fresh embedded store in
+  a temporary directory, and walks through what the gate does: an allowed effect, a duplicate, a lost
+  response, the held retry, its approval and the trail. Then it leaves the admin UI up until Ctrl-C,
+  and removes everything it made.
+  --no-wait    exit after the walk-through instead of waiting for Ctrl-C
+  --port PORT  the admin UI's port on 127.0.0.1 (default 0: any free port)`;
+
+/** How long the gate waits for calls in flight on Ctrl-C: the demo has none by then. */
+const DRAIN_MS = 2_000;
+
+/**
+ * `effectgate demo`: a newcomer's tour on this machine only. The proxy is the one `effectgate
+ * proxy` starts (`startProxy`), on PGlite in a temporary directory that is removed on exit, with a
+ * policy for the fake tracker written there. Exit 0 after a clean stop, 130 when Ctrl-C cut the
+ * walk-through short.
+ */
+export async function runDemo(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true });
+  if (positionals.length > 0) {
+    process.stderr.write(`effectgate: demo takes no arguments\n${USAGE}\n`);
+    return 2;
+  }
+  const admin = parseListen('--port', `127.0.0.1:${values.port}`);
+  const say = (lines: readonly string[]): void => {
+    process.stdout.write(`${lines.join('\n')}\n`);
+  };
+  // From the start: PGlite takes a few seconds to open, and a Ctrl-C then must still clean up.
+  let interrupted = false;
+  const signal = stopSignal().then(() => {
+    interrupted = true;
+  });
+  const dir = await mkdtemp(join(tmpdir(), 'effectgate-demo-'));
+  try {
+    const api = await DemoApi.start();
+    try {
+      return await withProxy(dir, api, admin, async (proxy, token) => {
+        const agent = new ProxyAgent({ uri: `http://127.0.0.1:${proxy.addr.port}`, proxyTunnel: false });
+        let operation: string;
+        try {
+          say(intro(dir, api, proxy));
+          operation = await walkThrough({
+            api,
+            store: proxy.store,
+            say,
+            interrupted: () => interrupted,
+            post: async (url, body, run) => {
+              const res = await request(url, {
+                method: 'POST',
+                dispatcher: agent,
+                headers: { 'content-type': 'application/json', 'effectgate-run': run },
+                body: JSON.stringify(body),
+              });
+              const text = await res.body.text();
+              return { status: res.statusCode, headers: res.headers, json: parseJson(text) };
+            },
+          });
+        } catch (err) {
+          if (err instanceof DemoInterrupted) return 130;
+          throw err;
+        } finally {
+          await agent.close();
+        }
+        const ui = `http://127.0.0.1:${proxy.adminAddr?.port}/ui`;
+        say([
+          '',
+          'The admin UI shows the same timeline:',
+          `  timeline    ${ui}/operations/${operation}`,
+          `  log in at   ${ui}/login?next=${encodeURIComponent(`/ui/operations/${operation}`)}`,
+          `  token       ${token}`,
+          `  (or: curl -H 'Authorization: Bearer ${token}' ${ui}/operations/${operation})`,
+        ]);
+        if (values['no-wait']) return 0;
+        say([
+          '',
+          'While it runs, the other commands reach its store too, e.g. in another shell:',
+          `  npx effectgate trail ${operation} --store ${storeUrlOf(dir)}`,
+          '',
+          'Press Ctrl-C to stop the demo (it removes its temporary directory).',
+        ]);
+        await signal;
+        return 0;
+      });
+    } finally {
+      await api.close();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+    say([`effectgate demo stopped; ${dir} removed`]);
+  }
+}
+
+/** Starts the proxy for the demo, runs `fn` and stops the proxy again, whatever `fn` did. */
+async function withProxy(
+  dir: string,
+  api: DemoApi,
+  admin: { readonly host: string; readonly port: number },
+  fn: (proxy: RunningProxy, token: string) => Promise<number>,
+): Promise<number> {
+  const policiesDir = join(dir, 'policies');
+  await mkdir(policiesDir);
+  await writeFile(join(policiesDir, 'demo.yaml'), demoPolicy(Number(new URL(api.url).port)));
+  // A fresh token for a throwaway admin listener: it is printed, so it must not be a real one.
+  const token = `demo-${randomBytes(16).toString('hex')}`;
+  const proxy = await startProxy({
+    policies: await loadPolicies(policiesDir),
+    storeUrl: storeUrlOf(dir),
+    migrate: true,
+    scope: { tenant: 'acme', area: 'support', agent: 'triage-bot' },
+    instanceId: 'effectgate-demo',
+    listen: { host: '127.0.0.1', port: 0 },
+    admin,
+    adminToken: token,
+    allowConnectPorts: [443, 80],
+    limits: {},
+    heartbeatMs: 5_000,
+    staleAfterMs: 30_000,
+    drainTimeoutMs: DRAIN_MS,
+    // Warnings only: the walk-through is the demo's output; the JSON log lines would bury it.
+    logger: createLogger({ level: process.env['EFFECTGATE_LOG_LEVEL'] ?? 'warn' }),
+    // The store is thrown away with the demo, so a random key costs nothing (and there is no
+    // warning about a key kept in the store).
+    authorityKey: randomBytes(32).toString('hex'),
+    runId: 'demo',
+  });
+  try {
+    return await fn(proxy, token);
+  } finally {
+    await proxy.stop();
+  }
+}
+
+/** The embedded store, inside the demo's temporary directory. */
+function storeUrlOf(dir: string): string {
+  return `pglite:${join(dir, 'store')}`;
+}
+
+function intro(dir: string, api: DemoApi, proxy: RunningProxy): string[] {
+  return [
+    'effectgate demo: what the gate does for an agent, shown on a fake issue tracker on this machine.',
+    '',
+    `  fake API   ${api.url}  (an issue tracker; it honours Idempotency-Key)`,
+    `  proxy      http://127.0.0.1:${proxy.addr.port}  (the agent's HTTP_PROXY)`,
+    `  store      ${storeUrlOf(dir)}  (embedded, removed at the end)`,
+    `  policy     ${join(dir, 'policies', 'demo.yaml')}`,
+    `             tool ${DEMO_TOOL}: same owner, repo and title within 1h = the same issue`,
+  ];
+}
+
+function parseJson(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
