@@ -1,3 +1,4 @@
+import { errorAnswer } from '../errors.js';
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
 import { contentTypeOf } from './argument-document.js';
@@ -178,7 +179,7 @@ export function dispatchFailureFacts(
   if (sent.dispatchState === 'not_sent' && sent.error === 'EG_ERR_DESTINATION_REFUSED') {
     return {
       ...allowed,
-      status: 403,
+      status: errorAnswer('EG_ERR_DESTINATION_REFUSED').status,
       title: 'Destination refused',
       detail: `The request for tool ${tool} was not sent: its destination address is refused by the policies' egress rules (egress.deny); nothing reached it.${operationState === 'unknown' ? ' An earlier attempt of this operation was sent without a response: its outcome stays unknown.' : ''} If this destination is intended, list it under egress.allow.`,
       extra: {
@@ -190,7 +191,7 @@ export function dispatchFailureFacts(
   }
   return {
     ...allowed,
-    status: sent.timedOut ? 504 : 502,
+    status: errorAnswer('EG_ERR_UPSTREAM_FAILED', sent.timedOut ? 'timed_out' : undefined).status,
     title: sent.timedOut ? 'Upstream timed out' : 'No usable upstream response',
     detail:
       sent.dispatchState === 'not_sent'
@@ -198,7 +199,11 @@ export function dispatchFailureFacts(
           ? `The request for tool ${tool} could not be sent (${sent.error}), but an earlier attempt of this operation was sent without a response: the effect may already have happened. Its outcome stays unknown; do not assume it failed.`
           : `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
         : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
-    extra: { dispatch_state: sent.dispatchState, operation_state: operationState },
+    extra: {
+      code: 'EG_ERR_UPSTREAM_FAILED',
+      dispatch_state: sent.dispatchState,
+      operation_state: operationState,
+    },
   };
 }
 

@@ -27,6 +27,7 @@ export {
   type RawRequestHead,
 } from './normalize-head.js';
 export {
+  codedProblem,
   destinationRefusedResponse,
   problemResponse,
   type TransportProblemInit,
