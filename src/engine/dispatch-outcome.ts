@@ -7,6 +7,7 @@ import type { StreamSettlement } from './event-stream-watch.js';
 import { jsonRpcOutcome, jsonRpcResponseOutcome } from './jsonrpc-outcome.js';
 import { formatAuthority } from './normalize-head.js';
 import { extractDestinationRef, readReplayed } from './response-facts.js';
+import { tlsVerificationAdvice } from './tls-verification.js';
 import type { GateRequest, UpstreamRequest, UpstreamResult } from './types.js';
 import type { VerdictFacts } from './verdict-response.js';
 
@@ -189,16 +190,26 @@ export function dispatchFailureFacts(
       },
     };
   }
+  const earlier = operationState === 'unknown';
+  // Checked only for not_sent: a certificate error after writing began cannot be one (classify-failure.ts).
+  const tls = sent.dispatchState === 'not_sent' ? tlsVerificationAdvice(sent.error, !earlier) : null;
   return {
     ...allowed,
     status: errorAnswer('EG_ERR_UPSTREAM_FAILED', sent.timedOut ? 'timed_out' : undefined).status,
-    title: sent.timedOut ? 'Upstream timed out' : 'No usable upstream response',
+    title:
+      tls !== null
+        ? 'Upstream certificate not verified'
+        : sent.timedOut
+          ? 'Upstream timed out'
+          : 'No usable upstream response',
     detail:
-      sent.dispatchState === 'not_sent'
-        ? operationState === 'unknown'
-          ? `The request for tool ${tool} could not be sent (${sent.error}), but an earlier attempt of this operation was sent without a response: the effect may already have happened. Its outcome stays unknown; do not assume it failed.`
-          : `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
-        : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
+      tls !== null
+        ? `The request for tool ${tool} was not sent. ${tls}${earlier ? ' An earlier attempt of this operation was sent without a response: the effect may already have happened, and its outcome stays unknown; do not assume it failed.' : ''}`
+        : sent.dispatchState === 'not_sent'
+          ? operationState === 'unknown'
+            ? `The request for tool ${tool} could not be sent (${sent.error}), but an earlier attempt of this operation was sent without a response: the effect may already have happened. Its outcome stays unknown; do not assume it failed.`
+            : `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
+          : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
     extra: {
       code: 'EG_ERR_UPSTREAM_FAILED',
       dispatch_state: sent.dispatchState,

@@ -4,6 +4,7 @@
  * engine so every gate-made error has one shape; verdicts are rendered by `verdict-response.ts`.
  */
 import { type ErrorCode, type ErrorVariant, errorAnswer } from '../errors.js';
+import { tlsVerificationAdvice } from './tls-verification.js';
 import type { GateResponse } from './types.js';
 
 const encoder = new TextEncoder();
@@ -53,12 +54,21 @@ export function problemResponse(init: TransportProblemInit): GateResponse {
   };
 }
 
-/** 502, or 504 when the upstream timed out, for traffic the gate relays without governing it. */
+/**
+ * 502, or 504 when the upstream timed out, for traffic the gate relays without governing it; a
+ * certificate that does not verify says why and what fixes it (`tls-verification.ts`).
+ */
 export function upstreamFailedResponse(error: string, timedOut: boolean): GateResponse {
+  const tls = tlsVerificationAdvice(error);
   return codedProblem('EG_ERR_UPSTREAM_FAILED', {
     ...(timedOut ? { variant: 'timed_out' } : {}),
-    title: timedOut ? 'Upstream timed out' : 'Upstream unreachable',
-    detail: `The destination gave no usable response (${error}).`,
+    title:
+      tls !== null
+        ? 'Upstream certificate not verified'
+        : timedOut
+          ? 'Upstream timed out'
+          : 'Upstream unreachable',
+    detail: tls ?? `The destination gave no usable response (${error}).`,
   });
 }
 

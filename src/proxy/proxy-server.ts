@@ -83,7 +83,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     counters,
     logger: options.logger,
   });
-  const upstream = createUpstreamClient({ ...options.upstream, guard });
+  const upstream = createUpstreamClient({ ...options.upstream, guard, logger: options.logger });
   const tunnels = new TunnelSockets();
   const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
