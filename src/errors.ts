@@ -3,41 +3,171 @@
  * it; `test/unit/errors.test.ts` keeps the catalogue and the docs in agreement.
  */
 
-/** The stable error codes. Never rename one: users grep logs and scripts for them. */
+/** How one error code is answered over HTTP, and what it means. */
+export interface ErrorAnswer {
+  readonly status: number;
+  /** Slug of the problem's `type`: `urn:effectgate:problem:<type>`. */
+  readonly type: string;
+}
+
+interface ErrorEntry extends ErrorAnswer {
+  readonly summary: string;
+  readonly variants?: Readonly<Record<string, ErrorAnswer>>;
+}
+
+/**
+ * The stable error codes, each with how it is answered over HTTP: the status and the
+ * `urn:effectgate:problem:<type>` of the problem+json the gate or the admin API sends for it (a
+ * code only commands raise still has one, for the day an API meets it). `variants` are the other
+ * answers one code has (a timeout's 504). Never rename a code: users grep logs and scripts for
+ * them.
+ */
 export const ERROR_CODES = {
-  EG_ERR_POLICY_INVALID: 'A tool classification file is invalid (YAML, schema, JSONPath or route).',
-  EG_ERR_CONFIG_INVALID: 'A command-line flag, environment variable or option is invalid.',
-  EG_ERR_STORE_UNAVAILABLE:
-    'The store (PostgreSQL or PGlite) could not be reached or answered with an error.',
-  EG_ERR_STORE_LOCKED: 'The embedded PGlite store directory is already open in another live process.',
-  EG_ERR_STORE_MISSING:
-    'A command found no store where it looked (no embedded store there, or a database never migrated); nothing was created.',
-  EG_ERR_MIGRATION_FAILED: 'A store migration failed; the store was left at the last good migration.',
-  EG_ERR_AUDIT_CHAIN_BROKEN: 'The hash-chained event log does not verify.',
-  EG_ERR_BODY_TOO_LARGE: 'A governed request body is larger than the configured limit.',
-  EG_ERR_BODY_TOO_COMPLEX: 'A governed JSON body nests too deep or holds too many nodes to read safely.',
-  EG_ERR_ANALYSIS_FAILED:
-    'The worker thread analysing a large governed body failed (crashed, or past its memory limit); nothing was sent.',
-  EG_ERR_BODY_UNREADABLE:
-    'A request to a route whose tools are chosen by its body carries a body the gate cannot read.',
-  EG_ERR_DESTINATION_REFUSED:
-    "The destination address is one the gate never connects to (0.0.0.0, ::, or one the policies' egress block denies).",
-  EG_ERR_ARGUMENTS_AMBIGUOUS:
-    'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads), or MCP routing headers that disagree with its body.',
-  EG_ERR_BAD_REQUEST: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',
-  EG_ERR_AMBIGUOUS_ROUTE:
-    'A request to a governed host would reach a tool only under a lenient reading of its path (`\\`, case, `;params`, `//`, `%2F`).',
-  EG_ERR_UPSTREAM_FAILED: 'The upstream could not be reached or gave no usable response.',
-  EG_ERR_NOT_FOUND: 'An operation, approval or run named by a command or the admin API does not exist.',
-  EG_ERR_APPROVAL_STATE: 'An approval cannot take this action in its current state.',
-  EG_ERR_OPERATION_STATE:
-    'An operation cannot be resolved in its current state (only an unknown one, or an open one past its deadline).',
-  EG_ERR_RUN_STATE: 'A run cannot be released: it is not halted (never was, or already released).',
-  EG_ERR_OPERATION_AMBIGUOUS:
-    'An idempotency key or destination reference names more than one operation, so evidence cannot be attached to one.',
-} as const;
+  EG_ERR_POLICY_INVALID: {
+    status: 500,
+    type: 'policy_invalid',
+    summary: 'A tool classification file is invalid (YAML, schema, JSONPath or route).',
+  },
+  EG_ERR_CONFIG_INVALID: {
+    status: 400,
+    type: 'config_invalid',
+    summary: 'A command-line flag, environment variable or option is invalid.',
+  },
+  EG_ERR_STORE_UNAVAILABLE: {
+    status: 503,
+    type: 'store_unavailable',
+    summary: 'The store (PostgreSQL or PGlite) could not be reached or answered with an error.',
+  },
+  EG_ERR_STORE_LOCKED: {
+    status: 500,
+    type: 'store_locked',
+    summary: 'The embedded PGlite store directory is already open in another live process.',
+  },
+  EG_ERR_STORE_MISSING: {
+    status: 500,
+    type: 'store_missing',
+    summary:
+      'A command found no store where it looked (no embedded store there, or a database never migrated); nothing was created.',
+  },
+  EG_ERR_MIGRATION_FAILED: {
+    status: 500,
+    type: 'migration_failed',
+    summary: 'A store migration failed; the store was left at the last good migration.',
+  },
+  EG_ERR_AUDIT_CHAIN_BROKEN: {
+    status: 500,
+    type: 'audit_chain_broken',
+    summary: 'The hash-chained event log does not verify.',
+  },
+  EG_ERR_AUDIT_EXPORT_INVALID: {
+    status: 422,
+    type: 'audit_export_invalid',
+    summary:
+      'A file read as an audit export (`audit verify --file`, a retention archive) is not one: a line is not JSON, a field is missing or unexpected, the header is absent.',
+  },
+  EG_ERR_BODY_TOO_LARGE: {
+    status: 413,
+    type: 'body_too_large',
+    summary: 'A governed request body is larger than the configured limit.',
+  },
+  EG_ERR_BODY_TOO_COMPLEX: {
+    status: 413,
+    type: 'body_too_complex',
+    summary: 'A governed JSON body nests too deep or holds too many nodes to read safely.',
+  },
+  EG_ERR_ANALYSIS_FAILED: {
+    status: 503,
+    type: 'analysis_failed',
+    summary:
+      'The worker thread analysing a large governed body failed (crashed, or past its memory limit); nothing was sent.',
+  },
+  EG_ERR_BODY_UNREADABLE: {
+    status: 415,
+    type: 'body_unreadable',
+    summary: 'A request to a route whose tools are chosen by its body carries a body the gate cannot read.',
+  },
+  EG_ERR_DESTINATION_REFUSED: {
+    status: 403,
+    type: 'destination_refused',
+    summary:
+      "The destination address is one the gate never connects to (0.0.0.0, ::, or one the policies' egress block denies).",
+  },
+  EG_ERR_ARGUMENTS_AMBIGUOUS: {
+    status: 422,
+    type: 'arguments_ambiguous',
+    // MCP routing headers that name another call than the body (MCP 2026-07-28 requires 400).
+    variants: { headers_disagree: { status: 400, type: 'headers_disagree' } },
+    summary:
+      'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads), or MCP routing headers that disagree with its body.',
+  },
+  EG_ERR_BAD_REQUEST: {
+    status: 400,
+    type: 'bad_request',
+    variants: { headers_too_large: { status: 431, type: 'headers_too_large' } },
+    summary: 'The request cannot be proxied (not absolute-form, bad URL, bad header).',
+  },
+  EG_ERR_PROXY_AUTH_REQUIRED: {
+    status: 407,
+    type: 'proxy_auth_required',
+    summary: 'A request to a proxy started with `--agents` carries no valid agent credential.',
+  },
+  EG_ERR_AMBIGUOUS_ROUTE: {
+    status: 400,
+    type: 'ambiguous_route',
+    summary:
+      'A request to a governed host would reach a tool only under a lenient reading of its path (`\\`, case, `;params`, `//`, `%2F`).',
+  },
+  EG_ERR_UPSTREAM_FAILED: {
+    status: 502,
+    type: 'upstream_failed',
+    variants: { timed_out: { status: 504, type: 'upstream_failed' } },
+    summary: 'The upstream could not be reached or gave no usable response.',
+  },
+  EG_ERR_NOT_FOUND: {
+    status: 404,
+    type: 'not_found',
+    summary: 'An operation, approval or run named by a command or the admin API does not exist.',
+  },
+  EG_ERR_APPROVAL_STATE: {
+    status: 409,
+    type: 'approval_state',
+    summary: 'An approval cannot take this action in its current state.',
+  },
+  EG_ERR_OPERATION_STATE: {
+    status: 409,
+    type: 'operation_state',
+    summary:
+      'An operation cannot be resolved in its current state (only an unknown one, or an open one past its deadline).',
+  },
+  EG_ERR_RUN_STATE: {
+    status: 409,
+    type: 'run_state',
+    summary: 'A run cannot be released: it is not halted (never was, or already released).',
+  },
+  EG_ERR_OPERATION_AMBIGUOUS: {
+    status: 409,
+    type: 'operation_ambiguous',
+    summary:
+      'An idempotency key or destination reference names more than one operation, so evidence cannot be attached to one.',
+  },
+} as const satisfies Readonly<Record<string, ErrorEntry>>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The names of the other answers `code` has (`'timed_out'` of `EG_ERR_UPSTREAM_FAILED`). */
+export type ErrorVariant<C extends ErrorCode> = (typeof ERROR_CODES)[C] extends {
+  readonly variants: infer V;
+}
+  ? keyof V & string
+  : never;
+
+/** The status and problem type `code` (or one of its variants) is answered with. */
+export function errorAnswer<C extends ErrorCode>(code: C, variant?: ErrorVariant<C>): ErrorAnswer {
+  const entry: ErrorEntry = ERROR_CODES[code];
+  const answer = variant === undefined ? entry : entry.variants?.[variant];
+  if (answer === undefined) throw new RangeError(`${code} has no answer ${String(variant)}`);
+  return { status: answer.status, type: answer.type };
+}
 
 /** Base class of every error effectgate throws on purpose. */
 export class EffectgateError extends Error {

@@ -20,10 +20,11 @@
  *   POST /api/grants/:id/revoke { by, reason }                 GrantRecord
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isEffectgateError } from '../errors.js';
+import { type ErrorCode, errorAnswer, isEffectgateError } from '../errors.js';
 import type { OperationState, Store } from '../store/index.js';
 import {
   badRequest,
+  codedProblem,
   HttpProblem,
   methodNotAllowed,
   notFound,
@@ -288,13 +289,11 @@ async function postObservationByLookup(ctx: AdminApiContext): Promise<unknown> {
         : `destination reference ${JSON.stringify(lookup.destinationRef.slice(0, 200))}`;
     if (found.length === 0) throw notFound(`No operation has the ${what}.`, 'EG_ERR_NOT_FOUND');
     if (found.length > 1) {
-      throw new HttpProblem({
-        status: 409,
-        problem: 'operation_ambiguous',
-        title: 'More than one operation matches',
-        detail: `The ${what} names ${found.length} operations (${found.map((o) => o.id).join(', ')}); post to /api/operations/:id/observations for one of them.`,
-        code: 'EG_ERR_OPERATION_AMBIGUOUS',
-      });
+      throw codedProblem(
+        'EG_ERR_OPERATION_AMBIGUOUS',
+        'More than one operation matches',
+        `The ${what} names ${found.length} operations (${found.map((o) => o.id).join(', ')}); post to /api/operations/:id/observations for one of them.`,
+      );
     }
     id = found[0]!.id;
   }
@@ -336,63 +335,32 @@ function onlyMembers(body: Readonly<Record<string, unknown>>, allowed: readonly 
   }
 }
 
+/** Titles of the coded problems the API expects to answer; status and slug are the catalogue's. */
+const PROBLEM_TITLES: Readonly<Partial<Record<ErrorCode, string>>> = {
+  EG_ERR_NOT_FOUND: 'Not found',
+  EG_ERR_APPROVAL_STATE: 'Approval not in a state for this action',
+  EG_ERR_OPERATION_STATE: 'Operation not in a state this decision applies to',
+  EG_ERR_RUN_STATE: 'Run not halted',
+  EG_ERR_CONFIG_INVALID: 'Bad request',
+};
+
 /** Any error → the problem the API answers with. Unexpected errors say nothing of their insides. */
 export function problemOf(err: unknown): HttpProblem {
   if (err instanceof HttpProblem) return err;
   if (err instanceof InputError) return badRequest(err.message);
   if (isEffectgateError(err)) {
     switch (err.code) {
-      case 'EG_ERR_NOT_FOUND':
-        return notFound(err.message, err.code);
-      case 'EG_ERR_APPROVAL_STATE':
-        return new HttpProblem({
-          status: 409,
-          problem: 'approval_state',
-          title: 'Approval not in a state for this action',
-          detail: err.message,
-          code: err.code,
-        });
-      case 'EG_ERR_OPERATION_STATE':
-        return new HttpProblem({
-          status: 409,
-          problem: 'operation_state',
-          title: 'Operation not in a state this decision applies to',
-          detail: err.message,
-          code: err.code,
-        });
-      case 'EG_ERR_RUN_STATE':
-        return new HttpProblem({
-          status: 409,
-          problem: 'run_state',
-          title: 'Run not halted',
-          detail: err.message,
-          code: err.code,
-        });
       case 'EG_ERR_STORE_UNAVAILABLE':
-        return new HttpProblem({
-          status: 503,
-          problem: 'store_unavailable',
-          title: 'Store unavailable',
-          detail: `${err.message} (see GET /readyz).`,
-          code: err.code,
-          headers: { 'retry-after': '5' },
-        });
-      case 'EG_ERR_CONFIG_INVALID':
-        return new HttpProblem({
-          status: 400,
-          problem: 'bad_request',
-          title: 'Bad request',
-          detail: err.message,
-          code: err.code,
+        return codedProblem(err.code, 'Store unavailable', `${err.message} (see GET /readyz).`, {
+          'retry-after': '5',
         });
       default:
-        return new HttpProblem({
-          status: 500,
-          problem: 'internal',
-          title: 'Internal error',
-          detail: err.message,
-          code: err.code,
-        });
+        return codedProblem(
+          err.code,
+          PROBLEM_TITLES[err.code] ??
+            (errorAnswer(err.code).status >= 500 ? 'Internal error' : 'Request refused'),
+          err.message,
+        );
     }
   }
   return new HttpProblem({

@@ -3,7 +3,7 @@
  * bounded JSON body reader. Nothing here sees the admin token.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ErrorCode } from '../errors.js';
+import { type ErrorCode, errorAnswer } from '../errors.js';
 
 /** Largest request body the admin API reads (approval decisions are a few hundred bytes). */
 export const MAX_ADMIN_BODY_BYTES = 64 * 1024;
@@ -35,18 +35,35 @@ export class HttpProblem extends Error {
   }
 }
 
+/**
+ * The problem answering error `code`, its status and slug from the catalogue (`ERROR_CODES`), as
+ * the gate's own answers take them.
+ */
+export function codedProblem(
+  code: ErrorCode,
+  title: string,
+  detail: string,
+  headers?: Readonly<Record<string, string>>,
+): HttpProblem {
+  const { status, type } = errorAnswer(code);
+  return new HttpProblem({
+    status,
+    problem: type,
+    title,
+    detail,
+    code,
+    ...(headers === undefined ? {} : { headers }),
+  });
+}
+
 export function badRequest(detail: string): HttpProblem {
   return new HttpProblem({ status: 400, problem: 'bad_request', title: 'Bad request', detail });
 }
 
-export function notFound(detail: string, code?: ErrorCode): HttpProblem {
-  return new HttpProblem({
-    status: 404,
-    problem: 'not_found',
-    title: 'Not found',
-    detail,
-    ...(code === undefined ? {} : { code }),
-  });
+/** A 404; with `EG_ERR_NOT_FOUND` when a named record is missing, without for an unknown route. */
+export function notFound(detail: string, code?: 'EG_ERR_NOT_FOUND'): HttpProblem {
+  if (code !== undefined) return codedProblem(code, 'Not found', detail);
+  return new HttpProblem({ status: 404, problem: 'not_found', title: 'Not found', detail });
 }
 
 export function methodNotAllowed(method: string | undefined, allow: readonly string[]): HttpProblem {

@@ -1,6 +1,7 @@
-import { parseArgs } from 'node:util';
 import {
   type ApprovalAction,
+  DEFAULT_APPROVAL_TTL,
+  DEFAULT_GRANT_TTL,
   DEFAULT_LIST_LIMIT,
   parseApprovalDecision,
   parseApprovalState,
@@ -10,12 +11,31 @@ import {
 import { type ApprovalRecord, openInspectionStore, resolveStoreUrl } from '../store/index.js';
 import { COLUMNS, flag, keyText, labelled, printable, truncate, writeJson } from './cli-text.js';
 import { GRANT_USAGE, revokeGrant, runGrant, runGrants } from './grants-command.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate approvals list [--state S] [--limit N] [--store URL] [--json]
        effectgate approvals approve <id> --by WHO --reason TEXT [--ttl 1h|permanent] [--store URL] [--json]
        effectgate approvals deny <id> --by WHO --reason TEXT [--store URL] [--json]
        effectgate approvals revoke <id> --by WHO --reason TEXT [--store URL] [--json]
-${GRANT_USAGE}`;
+${GRANT_USAGE}
+defaults: --limit ${DEFAULT_LIST_LIMIT}, approve --ttl ${DEFAULT_APPROVAL_TTL}, grant --ttl ${DEFAULT_GRANT_TTL}, --store DATABASE_URL else pglite:./.effectgate`;
+
+export const LIST_OPTIONS = {
+  state: { type: 'string' },
+  limit: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
+
+/** `deny` and `revoke`; `approve` adds `--ttl`. */
+export const DECIDE_OPTIONS = {
+  by: { type: 'string' },
+  reason: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
+
+export const APPROVE_OPTIONS = { ...DECIDE_OPTIONS, ttl: { type: 'string' } } as const satisfies FlagTable;
 
 /**
  * `effectgate approvals`: list the approval cards, or approve/deny/revoke one. Approving allows
@@ -41,16 +61,10 @@ export async function runApprovals(argv: readonly string[]): Promise<number> {
 }
 
 async function list(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      state: { type: 'string' },
-      limit: { type: 'string' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: LIST_OPTIONS },
+    USAGE,
+  );
   if (positionals.length > 0) {
     process.stderr.write(`effectgate: approvals list takes no arguments\n${USAGE}\n`);
     return 2;
@@ -77,17 +91,15 @@ async function list(argv: readonly string[]): Promise<number> {
 }
 
 async function decide(action: ApprovalAction, argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      by: { type: 'string' },
-      reason: { type: 'string' },
-      ...(action === 'approve' ? { ttl: { type: 'string' } } : {}),
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    } as const,
-  });
+  const { values, positionals } = parseFlags(
+    {
+      args: [...argv],
+      allowPositionals: true,
+      // One type for both: deny and revoke simply never see a --ttl.
+      options: action === 'approve' ? APPROVE_OPTIONS : (DECIDE_OPTIONS as typeof APPROVE_OPTIONS),
+    },
+    USAGE,
+  );
   const [id, ...extra] = positionals;
   const missing = [
     ...(id === undefined ? ['<id>'] : []),
@@ -106,7 +118,7 @@ async function decide(action: ApprovalAction, argv: readonly string[]): Promise<
     );
     return 2;
   }
-  const ttl = (values as { ttl?: string }).ttl;
+  const ttl = values.ttl;
   const input = flag(() =>
     parseApprovalDecision(
       parseName('approval id', id!),

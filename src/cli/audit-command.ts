@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { finished } from 'node:stream/promises';
-import { parseArgs } from 'node:util';
 import {
   AuditExportError,
   type AuditReport,
@@ -14,11 +13,23 @@ import {
   writeAuditExport,
 } from '../store/index.js';
 import { printable } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate audit verify [--store URL] [--json]
        effectgate audit verify --file FILE [--json]
        effectgate audit export [--store URL] [--out FILE [--force]]
-       effectgate audit prune --before TIME --archive FILE [--store URL] [--json]`;
+       effectgate audit prune --before TIME --archive FILE [--store URL] [--json]
+defaults: --store DATABASE_URL else pglite:./.effectgate; audit export writes to stdout without --out`;
+
+export const AUDIT_OPTIONS = {
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  file: { type: 'string' },
+  out: { type: 'string' },
+  force: { type: 'boolean', default: false },
+  before: { type: 'string' },
+  archive: { type: 'string' },
+} as const satisfies FlagTable;
 
 /**
  * `effectgate audit verify [--store URL] [--json]`: exit 0 when every chain is intact, 1 naming the
@@ -35,19 +46,10 @@ export const USAGE = `usage: effectgate audit verify [--store URL] [--json]
  * written or does not verify.
  */
 export async function runAudit(argv: readonly string[]): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      file: { type: 'string' },
-      out: { type: 'string' },
-      force: { type: 'boolean', default: false },
-      before: { type: 'string' },
-      archive: { type: 'string' },
-    },
-  });
+  const { positionals, values } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: AUDIT_OPTIONS },
+    USAGE,
+  );
   const [sub, ...extra] = positionals;
   const usage = (problem: string): number => {
     process.stderr.write(`effectgate: ${problem}\n${USAGE}\n`);

@@ -1,37 +1,59 @@
 import { readFileSync } from 'node:fs';
-import { USAGE as APPROVALS_USAGE } from './approvals-command.js';
-import { USAGE as AUDIT_USAGE } from './audit-command.js';
-import { USAGE as CA_USAGE } from './ca-command.js';
-import { USAGE as DEMO_USAGE } from './demo-command.js';
-import { USAGE as OPERATIONS_USAGE } from './operations-command.js';
-import { USAGE as POLICIES_USAGE } from './policies-command.js';
-import { PROXY_OPTIONS } from './proxy-command.js';
-import { USAGE as RECOVER_USAGE } from './recover-command.js';
-import { USAGE as RUNS_USAGE } from './runs-command.js';
-import { USAGE as TRAIL_USAGE } from './trail-command.js';
+import {
+  LIST_OPTIONS as APPROVALS_LIST_OPTIONS,
+  USAGE as APPROVALS_USAGE,
+  APPROVE_OPTIONS,
+  DECIDE_OPTIONS,
+} from './approvals-command.js';
+import { AUDIT_OPTIONS, USAGE as AUDIT_USAGE } from './audit-command.js';
+import { CA_OPTIONS, USAGE as CA_USAGE } from './ca-command.js';
+import { DEMO_OPTIONS, USAGE as DEMO_USAGE } from './demo-command.js';
+import { GRANT_OPTIONS, GRANTS_OPTIONS } from './grants-command.js';
+import { MIGRATE_OPTIONS, USAGE as MIGRATE_USAGE } from './migrate-command.js';
+import {
+  LIST_OPTIONS as OPERATIONS_LIST_OPTIONS,
+  USAGE as OPERATIONS_USAGE,
+  RESOLVE_OPTIONS,
+} from './operations-command.js';
+import type { FlagTable } from './parse-flags.js';
+import { POLICIES_OPTIONS, USAGE as POLICIES_USAGE } from './policies-command.js';
+import { PROXY_OPTIONS, USAGE as PROXY_USAGE } from './proxy-command.js';
+import { RECOVER_OPTIONS, USAGE as RECOVER_USAGE } from './recover-command.js';
+import { RELEASE_OPTIONS, RUNS_LIST_OPTIONS, USAGE as RUNS_USAGE } from './runs-command.js';
+import { TRAIL_OPTIONS, USAGE as TRAIL_USAGE } from './trail-command.js';
+
+/** A command's usage (its `--help`) and the flag tables its subcommands parse with. */
+export interface CommandSpec {
+  readonly usage: string;
+  readonly flags: readonly FlagTable[];
+}
 
 /**
- * `effectgate <command> --help` (or `-h`) for every command: its usage, with every flag, printed
- * before any flag is parsed, so Node's parseArgs text never answers a request for help (issue 14
- * item 5). The proxy's is made from its own flag table, so a new flag is never left out.
+ * Every command: `effectgate <command> --help` (or `-h`) prints its usage, with every flag and
+ * its default, before any flag is parsed, so Node's parseArgs text never answers a request for
+ * help (issue 14 item 5). `flags` lets a test hold each usage to the flags parsed, so they cannot
+ * drift apart.
  */
-const COMMAND_USAGE: Readonly<Record<string, string>> = {
-  proxy: proxyUsage(),
-  policies: POLICIES_USAGE,
-  operations: OPERATIONS_USAGE,
-  approvals: APPROVALS_USAGE,
-  trail: TRAIL_USAGE,
-  recover: RECOVER_USAGE,
-  runs: RUNS_USAGE,
-  audit: AUDIT_USAGE,
-  migrate: 'usage: effectgate migrate [--store URL]   (default: DATABASE_URL, else pglite:./.effectgate)',
-  ca: CA_USAGE,
-  demo: DEMO_USAGE,
+export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
+  proxy: { usage: PROXY_USAGE, flags: [PROXY_OPTIONS] },
+  policies: { usage: POLICIES_USAGE.trimEnd(), flags: [POLICIES_OPTIONS] },
+  operations: { usage: OPERATIONS_USAGE, flags: [OPERATIONS_LIST_OPTIONS, RESOLVE_OPTIONS] },
+  approvals: {
+    usage: APPROVALS_USAGE,
+    flags: [APPROVALS_LIST_OPTIONS, DECIDE_OPTIONS, APPROVE_OPTIONS, GRANT_OPTIONS, GRANTS_OPTIONS],
+  },
+  trail: { usage: TRAIL_USAGE, flags: [TRAIL_OPTIONS] },
+  recover: { usage: RECOVER_USAGE, flags: [RECOVER_OPTIONS] },
+  runs: { usage: RUNS_USAGE, flags: [RUNS_LIST_OPTIONS, RELEASE_OPTIONS] },
+  audit: { usage: AUDIT_USAGE, flags: [AUDIT_OPTIONS] },
+  migrate: { usage: MIGRATE_USAGE, flags: [MIGRATE_OPTIONS] },
+  ca: { usage: CA_USAGE, flags: [CA_OPTIONS] },
+  demo: { usage: DEMO_USAGE, flags: [DEMO_OPTIONS] },
 };
 
 /** The usage of `command` when `args` asks for help (before a `--`), else `null`. */
 export function helpFor(command: string, args: readonly string[]): string | null {
-  const usage = COMMAND_USAGE[command];
+  const usage = COMMANDS[command]?.usage;
   if (usage === undefined) return null;
   const end = args.indexOf('--');
   const asked = (end === -1 ? args : args.slice(0, end)).some((a) => a === '--help' || a === '-h');
@@ -44,13 +66,4 @@ export function version(): string {
     version: string;
   };
   return pkg.version;
-}
-
-function proxyUsage(): string {
-  const flags = Object.entries(PROXY_OPTIONS).map(([name, o]) => {
-    const value = o.type === 'boolean' ? '' : ` ${name.replace(/-/g, '_').toUpperCase()}`;
-    const fallback = 'default' in o && o.type !== 'boolean' ? ` (default ${String(o.default)})` : '';
-    return `  --${name}${value}${fallback}`;
-  });
-  return `usage: effectgate proxy [flags]\n${flags.join('\n')}\n(see README.md "Commands" for what each does)`;
 }

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { ProxyAgent, request } from 'undici';
 import { parseListen } from '../config/index.js';
 import { loadPolicies } from '../policy/index.js';
@@ -10,12 +9,13 @@ import { DemoApi } from './demo-api.js';
 import { DEMO_TOOL, demoPolicy } from './demo-policy.js';
 import { DemoInterrupted, walkThrough } from './demo-walkthrough.js';
 import { createLogger } from './logger.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 import { type RunningProxy, startProxy, stopSignal } from './start-proxy.js';
 
-const OPTIONS = {
+export const DEMO_OPTIONS = {
   'no-wait': { type: 'boolean', default: false },
   port: { type: 'string', default: '0' },
-} as const satisfies ParseArgsConfig['options'];
+} as const satisfies FlagTable;
 
 export const USAGE = `usage: effectgate demo [--no-wait] [--port PORT]
   Starts a fake issue tracker and the proxy in front of it on 127.0.0.1, on a fresh embedded store in
@@ -35,7 +35,10 @@ const DRAIN_MS = 2_000;
  * walk-through short.
  */
 export async function runDemo(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], options: DEMO_OPTIONS, allowPositionals: true },
+    USAGE,
+  );
   if (positionals.length > 0) {
     process.stderr.write(`effectgate: demo takes no arguments\n${USAGE}\n`);
     return 2;

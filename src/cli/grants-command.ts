@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import {
   DEFAULT_LIST_LIMIT,
   parseDecidedBy,
@@ -9,10 +8,31 @@ import {
 } from '../admin/index.js';
 import { type GrantRecord, openInspectionStore, resolveStoreUrl } from '../store/index.js';
 import { flag, labelled, printable, writeJson } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const GRANT_USAGE = `       effectgate approvals grant --run RUN [--tool T] [--tenant T --area A --agent G] --by WHO --reason TEXT [--ttl 30m] [--store URL] [--json]
        effectgate approvals grants [--run RUN] [--limit N] [--store URL] [--json]
        effectgate approvals revoke <grant-id> --by WHO --reason TEXT [--store URL] [--json]`;
+
+export const GRANT_OPTIONS = {
+  run: { type: 'string' },
+  tool: { type: 'string' },
+  tenant: { type: 'string' },
+  area: { type: 'string' },
+  agent: { type: 'string' },
+  by: { type: 'string' },
+  reason: { type: 'string' },
+  ttl: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
+
+export const GRANTS_OPTIONS = {
+  run: { type: 'string' },
+  limit: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
 
 /**
  * `effectgate approvals grant`: lets one run retry unknown operations of a tool (or of every tool)
@@ -20,22 +40,10 @@ export const GRANT_USAGE = `       effectgate approvals grant --run RUN [--tool 
  * "session approval records"). Each retry made under it still gets its card, used under the grant.
  */
 export async function runGrant(argv: readonly string[], usage: string): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      run: { type: 'string' },
-      tool: { type: 'string' },
-      tenant: { type: 'string' },
-      area: { type: 'string' },
-      agent: { type: 'string' },
-      by: { type: 'string' },
-      reason: { type: 'string' },
-      ttl: { type: 'string' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: GRANT_OPTIONS },
+    usage,
+  );
   const missing = [
     ...(values.run === undefined ? ['--run RUN'] : []),
     ...(values.by === undefined ? ['--by WHO'] : []),
@@ -64,16 +72,10 @@ export async function runGrant(argv: readonly string[], usage: string): Promise<
 }
 
 export async function runGrants(argv: readonly string[], usage: string): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      run: { type: 'string' },
-      limit: { type: 'string' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: GRANTS_OPTIONS },
+    usage,
+  );
   if (positionals.length > 0) {
     process.stderr.write(`effectgate: approvals grants takes no arguments\n${usage}\n`);
     return 2;

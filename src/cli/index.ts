@@ -6,6 +6,7 @@ import { helpFor, version } from './command-help.js';
 import { runDemo } from './demo-command.js';
 import { runMigrate } from './migrate-command.js';
 import { runOperations } from './operations-command.js';
+import { UsageError } from './parse-flags.js';
 import { runPolicies } from './policies-command.js';
 import { runProxy } from './proxy-command.js';
 import { runRecover } from './recover-command.js';
@@ -98,13 +99,13 @@ export async function main(argv: readonly string[]): Promise<number> {
         return 2;
     }
   } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`effectgate: ${err.message}\n${err.usage}\n`);
+      return 2;
+    }
     if (isEffectgateError(err)) {
       process.stderr.write(`effectgate: ${err.code}: ${err.message}\n`);
       return 1;
-    }
-    if (err instanceof TypeError && 'code' in err && String(err.code).startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`effectgate: ${err.message}\n`);
-      return 2;
     }
     throw err;
   }

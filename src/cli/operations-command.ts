@@ -1,5 +1,5 @@
-import { parseArgs } from 'node:util';
 import {
+  DEFAULT_LIST_LIMIT,
   fullCounts,
   OPERATION_STATES,
   parseName,
@@ -14,9 +14,30 @@ import {
   resolveStoreUrl,
 } from '../store/index.js';
 import { COLUMNS, flag, keyText, padEnd, printable, truncate, writeJson } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate operations [--state S] [--tool T] [--tenant T] [--since 24h|ISO] [--limit N] [--store URL] [--json]
-       effectgate operations resolve <id> --as succeeded|failed|duplicate_effect_confirmed --by WHO --reason TEXT [--ref URL ...] [--store URL] [--json]`;
+       effectgate operations resolve <id> --as succeeded|failed|duplicate_effect_confirmed --by WHO --reason TEXT [--ref URL ...] [--store URL] [--json]
+defaults: --limit ${DEFAULT_LIST_LIMIT}, --store DATABASE_URL else pglite:./.effectgate`;
+
+export const LIST_OPTIONS = {
+  state: { type: 'string' },
+  tool: { type: 'string' },
+  tenant: { type: 'string' },
+  since: { type: 'string' },
+  limit: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
+
+export const RESOLVE_OPTIONS = {
+  as: { type: 'string' },
+  by: { type: 'string' },
+  reason: { type: 'string' },
+  ref: { type: 'string', multiple: true },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
 
 /**
  * `effectgate operations`: how many operations are in each state (same filters, any state), then
@@ -25,19 +46,10 @@ export const USAGE = `usage: effectgate operations [--state S] [--tool T] [--ten
  */
 export async function runOperations(argv: readonly string[]): Promise<number> {
   if (argv[0] === 'resolve') return runResolve(argv.slice(1));
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      state: { type: 'string' },
-      tool: { type: 'string' },
-      tenant: { type: 'string' },
-      since: { type: 'string' },
-      limit: { type: 'string' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: LIST_OPTIONS },
+    USAGE,
+  );
   if (positionals.length > 0) {
     process.stderr.write(
       `effectgate: operations takes no arguments, got ${JSON.stringify(positionals[0])}\n${USAGE}\n`,
@@ -79,18 +91,10 @@ export async function runOperations(argv: readonly string[]): Promise<number> {
  * no attempt is edited.
  */
 async function runResolve(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      as: { type: 'string' },
-      by: { type: 'string' },
-      reason: { type: 'string' },
-      ref: { type: 'string', multiple: true },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: RESOLVE_OPTIONS },
+    USAGE,
+  );
   const [id, ...extra] = positionals;
   const missing = [
     ...(id === undefined ? ['<id>'] : []),

@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { PolicyError } from '../errors.js';
 import {
   type AnnotationReport,
@@ -10,10 +9,20 @@ import {
   type ToolsList,
 } from '../policy/index.js';
 import { printable } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE =
   'usage: effectgate policies check DIR [--json] [--strict]\n' +
-  '       [--from-tools-list FILE [--mcp-host HOST] [--mcp-path /mcp]]\n';
+  '       [--from-tools-list FILE [--mcp-host HOST] [--mcp-path /mcp]]\n' +
+  'defaults: --mcp-host the one host the jsonrpc tools name, --mcp-path /mcp\n';
+
+export const POLICIES_OPTIONS = {
+  json: { type: 'boolean', default: false },
+  strict: { type: 'boolean', default: false },
+  'from-tools-list': { type: 'string' },
+  'mcp-host': { type: 'string' },
+  'mcp-path': { type: 'string' },
+} as const satisfies FlagTable;
 
 /** Exit code of `--strict` when the policies are valid but a tools/list check warned. */
 const EXIT_WARNINGS = 3;
@@ -24,17 +33,10 @@ const EXIT_WARNINGS = 3;
  * classifies with a dedupe key, with YAML to start from (exit 3 under `--strict`).
  */
 export async function runPolicies(argv: readonly string[]): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      json: { type: 'boolean', default: false },
-      strict: { type: 'boolean', default: false },
-      'from-tools-list': { type: 'string' },
-      'mcp-host': { type: 'string' },
-      'mcp-path': { type: 'string' },
-    },
-  });
+  const { positionals, values } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: POLICIES_OPTIONS },
+    USAGE.trimEnd(),
+  );
   const [sub, dir] = positionals;
   const toolsFile = values['from-tools-list'];
   const needsList = values['mcp-host'] !== undefined || values['mcp-path'] !== undefined;

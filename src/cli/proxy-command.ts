@@ -1,5 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { resolveAdminToken } from '../admin/index.js';
 import {
   checkCount,
@@ -13,9 +12,10 @@ import {
 import { defaultInstanceId } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
-import { CertificateAuthority } from '../proxy/index.js';
+import { CertificateAuthority, DEFAULT_PROXY_LIMITS } from '../proxy/index.js';
 import { resolveStoreUrl } from '../store/index.js';
 import { createLogger } from './logger.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 import { startProxy, stopSignal } from './start-proxy.js';
 
 /** The flags of `effectgate proxy` (exported so docker/ manifests are checked against them). */
@@ -47,7 +47,37 @@ export const PROXY_OPTIONS = {
   'tunnel-peek-timeout': { type: 'string' },
   'tunnel-idle-timeout': { type: 'string' },
   'analysis-threads': { type: 'string' },
-} as const satisfies ParseArgsConfig['options'];
+} as const satisfies FlagTable;
+
+/**
+ * What a flag without a parseArgs default means when it is left out (the value lives with the code
+ * that applies it), so `effectgate proxy --help` shows every flag's default.
+ */
+const PROXY_DEFAULTS: Readonly<Partial<Record<keyof typeof PROXY_OPTIONS, string>>> = {
+  admin: 'none: no admin API, no /metrics',
+  store: 'DATABASE_URL, else pglite:./.effectgate',
+  tenant: 'EFFECTGATE_TENANT, else default',
+  area: 'EFFECTGATE_AREA, else default',
+  agent: 'EFFECTGATE_AGENT, else agent',
+  agents: 'none: one scope from --tenant/--area/--agent',
+  'max-body-bytes': String(1024 * 1024),
+  'allow-connect-ports': 'none beyond 443,80',
+  'run-id': 'a new id per start',
+  'ca-dir': 'none: TLS to a governed host is refused',
+  'upstream-ca': 'none: the system CAs only',
+  'admin-token-file': 'none: the token in EFFECTGATE_ADMIN_TOKEN',
+  'instance-id': 'EFFECTGATE_INSTANCE_ID, else derived from the host name and --listen',
+  'authority-key-file': 'EFFECTGATE_AUTHORITY_KEY, else a key kept in the store',
+  'max-connections': String(DEFAULT_PROXY_LIMITS.maxConnections),
+  'max-connections-per-client': String(DEFAULT_PROXY_LIMITS.maxConnectionsPerClient),
+  'keep-alive-timeout': seconds(DEFAULT_PROXY_LIMITS.keepAliveTimeoutMs),
+  'tunnel-peek-timeout': seconds(DEFAULT_PROXY_LIMITS.tunnelPeekTimeoutMs),
+  'tunnel-idle-timeout': seconds(DEFAULT_PROXY_LIMITS.tunnelIdleTimeoutMs),
+  'analysis-threads': '1',
+};
+
+/** `effectgate proxy --help`: made from the flag table, so a new flag is never left out. */
+export const USAGE = proxyUsage();
 
 /**
  * `effectgate proxy`: the forward proxy on `--listen`, policies from `--policies`, the store from
@@ -55,10 +85,7 @@ export const PROXY_OPTIONS = {
  * Stops gracefully on SIGINT/SIGTERM.
  */
 export async function runProxy(argv: readonly string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: PROXY_OPTIONS,
-  });
+  const { values } = parseFlags({ args: [...argv], options: PROXY_OPTIONS }, USAGE);
   const listen = parseListen('--listen', values.listen);
   const admin = values.admin === undefined ? null : parseListen('--admin', values.admin);
   if (
@@ -249,4 +276,21 @@ async function readUpstreamCa(file: string): Promise<string> {
     throw new EffectgateError('EG_ERR_CONFIG_INVALID', `--upstream-ca ${file} holds no PEM certificate.`);
   }
   return pem;
+}
+
+function proxyUsage(): string {
+  const flags = Object.entries(PROXY_OPTIONS).map(([name, o]) => {
+    const value = o.type === 'boolean' ? '' : ` ${name.replace(/-/g, '_').toUpperCase()}`;
+    const fallback =
+      'default' in o && o.type !== 'boolean'
+        ? String(o.default)
+        : PROXY_DEFAULTS[name as keyof typeof PROXY_OPTIONS];
+    return `  --${name}${value}${fallback === undefined ? '' : ` (default ${fallback})`}`;
+  });
+  return `usage: effectgate proxy [flags]\n${flags.join('\n')}\n(see README.md "Commands" for what each does)`;
+}
+
+/** `120000` → `2m`, `5000` → `5s`: a duration as the flags take it. */
+function seconds(ms: number): string {
+  return ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
 }

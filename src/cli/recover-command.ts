@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { parsePositiveDuration } from '../admin/index.js';
 import { unknownRules } from '../engine/index.js';
 import { loadPolicies } from '../policy/index.js';
@@ -9,8 +8,17 @@ import {
   type UnknownRule,
 } from '../store/index.js';
 import { flag, printable, writeJson } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
-export const USAGE = 'usage: effectgate recover [--policies DIR] [--stale-after 30s] [--store URL] [--json]';
+export const USAGE = `usage: effectgate recover [--policies DIR] [--stale-after 30s] [--store URL] [--json]
+defaults: --stale-after 30s, --store DATABASE_URL else pglite:./.effectgate, --policies none (needed only for operations older than migration 0003)`;
+
+export const RECOVER_OPTIONS = {
+  policies: { type: 'string' },
+  'stale-after': { type: 'string', default: '30s' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
 
 /** What happens next to a recovered operation, by the tool's unknown rule. */
 const PLAN: Readonly<Record<UnknownRule, string>> = {
@@ -27,16 +35,10 @@ const PLAN: Readonly<Record<UnknownRule, string>> = {
  * approval request. Prints what was recovered and what happens next to each; exit 0.
  */
 export async function runRecover(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      policies: { type: 'string' },
-      'stale-after': { type: 'string', default: '30s' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: RECOVER_OPTIONS },
+    USAGE,
+  );
   if (positionals.length > 0) {
     process.stderr.write(
       `effectgate: recover takes no arguments, got ${JSON.stringify(positionals[0])}\n${USAGE}\n`,

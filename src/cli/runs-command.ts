@@ -1,11 +1,28 @@
-import { parseArgs } from 'node:util';
 import { DEFAULT_LIST_LIMIT, parseLimit, parseRunRelease } from '../admin/index.js';
 import { openInspectionStore, type RunRecord, resolveStoreUrl } from '../store/index.js';
 import { flag, labelled, printable, writeJson } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate runs [list] [--halted] [--limit N] [--store URL] [--json]
        effectgate runs release <run-id> --by WHO --reason TEXT [--tenant T --area A --agent G] [--store URL] [--json]
-(a run's decisions: effectgate trail --run <run-id>; its page: /ui/runs/<run-id>)`;
+(a run's page, with its decisions, halts and releases: /ui/runs/<run-id>)`;
+
+export const RUNS_LIST_OPTIONS = {
+  halted: { type: 'boolean', default: false },
+  limit: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
+
+export const RELEASE_OPTIONS = {
+  tenant: { type: 'string' },
+  area: { type: 'string' },
+  agent: { type: 'string' },
+  by: { type: 'string' },
+  reason: { type: 'string' },
+  store: { type: 'string' },
+  json: { type: 'boolean', default: false },
+} as const satisfies FlagTable;
 
 /**
  * `effectgate runs`: the runs the loop breaker knows (halted first), and `runs release`, which
@@ -27,16 +44,10 @@ export async function runRuns(argv: readonly string[]): Promise<number> {
 }
 
 async function list(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      halted: { type: 'boolean', default: false },
-      limit: { type: 'string' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: RUNS_LIST_OPTIONS },
+    USAGE,
+  );
   if (positionals.length > 0) {
     process.stderr.write(`effectgate: runs list takes no arguments\n${USAGE}\n`);
     return 2;
@@ -66,19 +77,10 @@ async function list(argv: readonly string[]): Promise<number> {
 }
 
 async function release(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    allowPositionals: true,
-    options: {
-      tenant: { type: 'string' },
-      area: { type: 'string' },
-      agent: { type: 'string' },
-      by: { type: 'string' },
-      reason: { type: 'string' },
-      store: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], allowPositionals: true, options: RELEASE_OPTIONS },
+    USAGE,
+  );
   const missing = [
     ...(positionals.length === 0 ? ['<run-id>'] : []),
     ...(values.by === undefined ? ['--by WHO'] : []),

@@ -1,22 +1,23 @@
-import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { loadOperationReport, type OperationReport, type TrailEntry } from '../admin/index.js';
 import { EffectgateError } from '../errors.js';
 import { type DecisionRecord, openInspectionStore, resolveStoreUrl, type Store } from '../store/index.js';
 import { keyText, padEnd, printable, truncate, labelled as wrap, writeJson } from './cli-text.js';
+import { type FlagTable, parseFlags } from './parse-flags.js';
 
-const OPTIONS = {
+export const TRAIL_OPTIONS = {
   store: { type: 'string' },
   json: { type: 'boolean', default: false },
   run: { type: 'string' },
   tool: { type: 'string' },
   key: { type: 'string' },
   color: { type: 'boolean' },
-} as const satisfies ParseArgsConfig['options'];
+} as const satisfies FlagTable;
 
 export const USAGE = `usage: effectgate trail <operation-id> [--json]
        effectgate trail --run <run-id> [--json]          every decision of a run
        effectgate trail --tool <tool-id> --key '<JSON array of key values>' [--json]
-options: --store postgres://…|pglite:DIR, --color/--no-color (default: colour on a terminal only)`;
+options: --store postgres://…|pglite:DIR (default DATABASE_URL, else pglite:./.effectgate),
+         --color/--no-color (default: colour on a terminal only)`;
 
 /**
  * `effectgate trail`: the investigation view of one operation (DESIGN.md §3): intent and state on
@@ -24,12 +25,10 @@ options: --store postgres://…|pglite:DIR, --color/--no-color (default: colour 
  * caused it. `--json` prints the same report as `GET /api/operations/:id`.
  */
 export async function runTrail(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: [...argv],
-    options: OPTIONS,
-    allowPositionals: true,
-    allowNegative: true,
-  });
+  const { values, positionals } = parseFlags(
+    { args: [...argv], options: TRAIL_OPTIONS, allowPositionals: true, allowNegative: true },
+    USAGE,
+  );
   const modes = [positionals.length > 0, values.run !== undefined, values.tool !== undefined];
   if (
     modes.filter(Boolean).length !== 1 ||

@@ -1,3 +1,4 @@
+import { errorAnswer } from '../errors.js';
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
 import { contentTypeOf } from './argument-document.js';
@@ -6,6 +7,7 @@ import type { StreamSettlement } from './event-stream-watch.js';
 import { jsonRpcOutcome, jsonRpcResponseOutcome } from './jsonrpc-outcome.js';
 import { formatAuthority } from './normalize-head.js';
 import { extractDestinationRef, readReplayed } from './response-facts.js';
+import { tlsVerificationAdvice } from './tls-verification.js';
 import type { GateRequest, UpstreamRequest, UpstreamResult } from './types.js';
 import type { VerdictFacts } from './verdict-response.js';
 
@@ -178,7 +180,7 @@ export function dispatchFailureFacts(
   if (sent.dispatchState === 'not_sent' && sent.error === 'EG_ERR_DESTINATION_REFUSED') {
     return {
       ...allowed,
-      status: 403,
+      status: errorAnswer('EG_ERR_DESTINATION_REFUSED').status,
       title: 'Destination refused',
       detail: `The request for tool ${tool} was not sent: its destination address is refused by the policies' egress rules (egress.deny); nothing reached it.${operationState === 'unknown' ? ' An earlier attempt of this operation was sent without a response: its outcome stays unknown.' : ''} If this destination is intended, list it under egress.allow.`,
       extra: {
@@ -188,17 +190,31 @@ export function dispatchFailureFacts(
       },
     };
   }
+  const earlier = operationState === 'unknown';
+  // Checked only for not_sent: a certificate error after writing began cannot be one (classify-failure.ts).
+  const tls = sent.dispatchState === 'not_sent' ? tlsVerificationAdvice(sent.error, !earlier) : null;
   return {
     ...allowed,
-    status: sent.timedOut ? 504 : 502,
-    title: sent.timedOut ? 'Upstream timed out' : 'No usable upstream response',
+    status: errorAnswer('EG_ERR_UPSTREAM_FAILED', sent.timedOut ? 'timed_out' : undefined).status,
+    title:
+      tls !== null
+        ? 'Upstream certificate not verified'
+        : sent.timedOut
+          ? 'Upstream timed out'
+          : 'No usable upstream response',
     detail:
-      sent.dispatchState === 'not_sent'
-        ? operationState === 'unknown'
-          ? `The request for tool ${tool} could not be sent (${sent.error}), but an earlier attempt of this operation was sent without a response: the effect may already have happened. Its outcome stays unknown; do not assume it failed.`
-          : `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
-        : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
-    extra: { dispatch_state: sent.dispatchState, operation_state: operationState },
+      tls !== null
+        ? `The request for tool ${tool} was not sent. ${tls}${earlier ? ' An earlier attempt of this operation was sent without a response: the effect may already have happened, and its outcome stays unknown; do not assume it failed.' : ''}`
+        : sent.dispatchState === 'not_sent'
+          ? operationState === 'unknown'
+            ? `The request for tool ${tool} could not be sent (${sent.error}), but an earlier attempt of this operation was sent without a response: the effect may already have happened. Its outcome stays unknown; do not assume it failed.`
+            : `The request for tool ${tool} could not be sent (${sent.error}); nothing reached the destination. It is safe to try again.`
+          : `The request for tool ${tool} was sent but no usable response came back (${sent.error}). The effect may or may not have happened: its outcome is unknown. Do not assume it failed.`,
+    extra: {
+      code: 'EG_ERR_UPSTREAM_FAILED',
+      dispatch_state: sent.dispatchState,
+      operation_state: operationState,
+    },
   };
 }
 

@@ -27,6 +27,7 @@ export {
   type RawRequestHead,
 } from './normalize-head.js';
 export {
+  codedProblem,
   destinationRefusedResponse,
   problemResponse,
   type TransportProblemInit,
@@ -34,6 +35,7 @@ export {
 } from './problem-response.js';
 export { type ReconcileLookupInput, reconcileLookup } from './reconcile-lookup.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
+export { isTlsVerificationFailure, tlsVerificationAdvice } from './tls-verification.js';
 export type * from './types.js';
 export { unknownRuleOf, unknownRules } from './unknown-rule.js';
 export { negotiateProblemType, renderVerdict, type VerdictFacts } from './verdict-response.js';

@@ -3,22 +3,38 @@
  * an upstream that gave no usable response to ungoverned traffic. Shared by both adapters and the
  * engine so every gate-made error has one shape; verdicts are rendered by `verdict-response.ts`.
  */
-import type { ErrorCode } from '../errors.js';
+import { type ErrorCode, type ErrorVariant, errorAnswer } from '../errors.js';
+import { tlsVerificationAdvice } from './tls-verification.js';
 import type { GateResponse } from './types.js';
 
 const encoder = new TextEncoder();
 
-export interface TransportProblemInit {
-  readonly status: number;
-  /** Slug for `urn:effectgate:problem:<slug>`. */
-  readonly problem: string;
+interface ProblemText {
   readonly title: string;
   readonly detail: string;
-  readonly code?: ErrorCode;
   /** More body members (e.g. `tool`, `dispatch_state`). */
   readonly extra?: Readonly<Record<string, unknown>>;
   /** More response headers (e.g. `retry-after`). */
   readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A problem that answers no error code (a 408, a connection cap): its own status and slug. */
+export interface TransportProblemInit extends ProblemText {
+  readonly status: number;
+  /** Slug for `urn:effectgate:problem:<slug>`. */
+  readonly problem: string;
+}
+
+/**
+ * The problem answering error `code`: its status and slug come from the catalogue
+ * (`ERROR_CODES`), never from the call site, so one code is answered one way everywhere.
+ */
+export function codedProblem<C extends ErrorCode>(
+  code: C,
+  text: ProblemText & { readonly variant?: ErrorVariant<C> },
+): GateResponse {
+  const { status, type } = errorAnswer(code, text.variant);
+  return problemResponse({ ...text, status, problem: type, extra: { code, ...text.extra } });
 }
 
 /** An `application/problem+json` response; `message` repeats `detail` for SDKs that read only it. */
@@ -29,7 +45,6 @@ export function problemResponse(init: TransportProblemInit): GateResponse {
     status: init.status,
     detail: init.detail,
     message: init.detail,
-    ...(init.code === undefined ? {} : { code: init.code }),
     ...init.extra,
   };
   return {
@@ -39,14 +54,21 @@ export function problemResponse(init: TransportProblemInit): GateResponse {
   };
 }
 
-/** 502, or 504 when the upstream timed out, for traffic the gate relays without governing it. */
+/**
+ * 502, or 504 when the upstream timed out, for traffic the gate relays without governing it; a
+ * certificate that does not verify says why and what fixes it (`tls-verification.ts`).
+ */
 export function upstreamFailedResponse(error: string, timedOut: boolean): GateResponse {
-  return problemResponse({
-    status: timedOut ? 504 : 502,
-    problem: 'upstream_failed',
-    title: timedOut ? 'Upstream timed out' : 'Upstream unreachable',
-    detail: `The destination gave no usable response (${error}).`,
-    code: 'EG_ERR_UPSTREAM_FAILED',
+  const tls = tlsVerificationAdvice(error);
+  return codedProblem('EG_ERR_UPSTREAM_FAILED', {
+    ...(timedOut ? { variant: 'timed_out' } : {}),
+    title:
+      tls !== null
+        ? 'Upstream certificate not verified'
+        : timedOut
+          ? 'Upstream timed out'
+          : 'Upstream unreachable',
+    detail: tls ?? `The destination gave no usable response (${error}).`,
   });
 }
 
@@ -67,40 +89,41 @@ export function destinationRefusedResponse(reason: string): GateResponse {
  * let an effect out ungoverned; governing it would key a request the gate cannot be sure of.
  */
 export function ambiguousRouteResponse(toolId: string, explain: string): GateResponse {
-  return problemResponse({
-    status: 400,
-    problem: 'ambiguous_route',
+  return codedProblem('EG_ERR_AMBIGUOUS_ROUTE', {
     title: 'Ambiguous spelling of a governed route',
     detail: `This request matches no tool as written, but a server may read it as tool ${toolId} (${explain}). Nothing was sent. Send the route's canonical spelling.`,
-    code: 'EG_ERR_AMBIGUOUS_ROUTE',
     extra: { tool: toolId },
   });
 }
 
-/** The refusals the gate makes before its store, by slug; `transportProblem` renders them. */
+/**
+ * The refusals the gate makes before its store, by slug (the `type` each code's catalogue entry
+ * gives; `test/unit/errors.test.ts` holds them equal); `transportProblem` renders them.
+ */
 export const TRANSPORT_PROBLEMS = {
-  body_too_large: { status: 413, title: 'Request body too large', code: 'EG_ERR_BODY_TOO_LARGE' },
-  bad_request: { status: 400, title: 'Bad proxy request', code: 'EG_ERR_BAD_REQUEST' },
-  proxy_auth_required: { status: 407, title: 'Proxy authentication required', code: 'EG_ERR_BAD_REQUEST' },
+  body_too_large: { code: 'EG_ERR_BODY_TOO_LARGE', title: 'Request body too large' },
+  bad_request: { code: 'EG_ERR_BAD_REQUEST', title: 'Bad proxy request' },
+  proxy_auth_required: { code: 'EG_ERR_PROXY_AUTH_REQUIRED', title: 'Proxy authentication required' },
   // Arguments refused before any store round trip (texts: `argument-refusal.ts`).
-  arguments_ambiguous: { status: 422, title: 'Ambiguous arguments', code: 'EG_ERR_ARGUMENTS_AMBIGUOUS' },
+  arguments_ambiguous: { code: 'EG_ERR_ARGUMENTS_AMBIGUOUS', title: 'Ambiguous arguments' },
   // MCP routing headers that name another call than the body (MCP 2026-07-28 requires 400).
   headers_disagree: {
-    status: 400,
-    title: 'Routing headers disagree with the body',
     code: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
+    variant: 'headers_disagree',
+    title: 'Routing headers disagree with the body',
   },
-  body_too_complex: { status: 413, title: 'Request body too complex', code: 'EG_ERR_BODY_TOO_COMPLEX' },
-  body_unreadable: { status: 415, title: 'Request body unreadable', code: 'EG_ERR_BODY_UNREADABLE' },
-  destination_refused: { status: 403, title: 'Destination refused', code: 'EG_ERR_DESTINATION_REFUSED' },
+  body_too_complex: { code: 'EG_ERR_BODY_TOO_COMPLEX', title: 'Request body too complex' },
+  body_unreadable: { code: 'EG_ERR_BODY_UNREADABLE', title: 'Request body unreadable' },
+  destination_refused: { code: 'EG_ERR_DESTINATION_REFUSED', title: 'Destination refused' },
   // A body-analysis worker failed (crashed, or past its memory limit): nothing was sent.
   analysis_failed: {
-    status: 503,
-    title: 'Gate could not analyse the body',
     code: 'EG_ERR_ANALYSIS_FAILED',
+    title: 'Gate could not analyse the body',
     retryAfterSeconds: 1,
   },
-} as const;
+} as const satisfies Readonly<
+  Record<string, { code: ErrorCode; variant?: string; title: string; retryAfterSeconds?: number }>
+>;
 
 /** A refusal made before the engine can classify (413, 400, 407), or of unreadable arguments (422, 413). */
 export function transportProblem(
@@ -108,14 +131,13 @@ export function transportProblem(
   detail: string,
   extra?: Readonly<Record<string, unknown>>,
 ): GateResponse {
-  const p: { status: number; title: string; code: ErrorCode; retryAfterSeconds?: number } =
+  const p: { code: ErrorCode; variant?: string; title: string; retryAfterSeconds?: number } =
     TRANSPORT_PROBLEMS[problem];
-  return problemResponse({
-    status: p.status,
-    problem,
+  return codedProblem(p.code, {
+    // The satisfies above checks nothing about variants; errorAnswer throws on an unknown one.
+    ...(p.variant === undefined ? {} : { variant: p.variant as never }),
     title: p.title,
     detail,
-    code: p.code,
     ...(extra === undefined ? {} : { extra }),
     ...(p.retryAfterSeconds === undefined ? {} : { headers: { 'retry-after': String(p.retryAfterSeconds) } }),
   });
@@ -146,12 +168,9 @@ export function renderStoreUnavailable(
   rpcId: string | number | null,
 ): GateResponse {
   const detail = `The gate cannot reach its store, so it cannot tell whether this ${tool.effect} effect (tool ${tool.id}) was already done. Nothing was sent (fail closed). Try again later.`;
-  const response = problemResponse({
-    status: 503,
-    problem: 'store_unavailable',
+  const response = codedProblem('EG_ERR_STORE_UNAVAILABLE', {
     title: 'Gate store unavailable',
     detail,
-    code: 'EG_ERR_STORE_UNAVAILABLE',
     extra: { tool: tool.id },
     headers: { 'retry-after': '5' },
   });

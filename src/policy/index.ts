@@ -9,6 +9,7 @@ export type { LenientMatch } from './lenient-match.js';
 export { loadPolicies } from './load-policies.js';
 export { loadToolsList, MAX_TOOLS_LIST_BYTES } from './load-tools-list.js';
 export { type PolicyFileText, parsePolicyFiles, policySources } from './parse-policy-files.js';
+export { suggestField } from './suggest-field.js';
 export {
   type AnnotationReport,
   type AnnotationWarning,

@@ -1,13 +1,14 @@
 /**
  * The known name closest to `unknown`, when it is close enough to be a likely typo (`windw` →
- * `window`, `pending-ttl` → `pending_ttl`); `null` otherwise, so the hint never misleads.
+ * `window`, `pending-ttl` → `pending_ttl`, `--stale_afer` → `stale-after`); `null` otherwise, so
+ * the hint never misleads. Case and `-`/`_` never count as edits, on either side.
  */
 export function suggestField(unknown: string, known: readonly string[]): string | null {
-  const needle = unknown.toLowerCase().replaceAll('-', '_');
+  const needle = normalized(unknown);
   let best: string | null = null;
   let bestDistance = Number.POSITIVE_INFINITY;
   for (const candidate of known) {
-    const d = editDistance(needle, candidate.toLowerCase());
+    const d = editDistance(needle, normalized(candidate));
     if (d < bestDistance) {
       best = candidate;
       bestDistance = d;
@@ -15,6 +16,10 @@ export function suggestField(unknown: string, known: readonly string[]): string 
   }
   const limit = Math.max(1, Math.min(3, Math.floor(needle.length / 3)));
   return best !== null && bestDistance <= limit ? best : null;
+}
+
+function normalized(name: string): string {
+  return name.toLowerCase().replaceAll('-', '_');
 }
 
 /** Levenshtein distance with adjacent transpositions counted as one edit. */

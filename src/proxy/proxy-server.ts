@@ -11,7 +11,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AgentRegistry } from '../config/index.js';
 import type { GateHandler, GateLogger, GateResponse } from '../engine/index.js';
-import { problemResponse } from '../engine/index.js';
+import { codedProblem, problemResponse } from '../engine/index.js';
 import type { EgressPolicy } from '../policy/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
@@ -83,7 +83,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     counters,
     logger: options.logger,
   });
-  const upstream = createUpstreamClient({ ...options.upstream, guard });
+  const upstream = createUpstreamClient({ ...options.upstream, guard, logger: options.logger });
   const tunnels = new TunnelSockets();
   const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
@@ -232,12 +232,10 @@ function clientErrorResponse(gate: GateHandler, code: string | undefined): GateR
     });
   }
   if (code === 'HPE_HEADER_OVERFLOW') {
-    return problemResponse({
-      status: 431,
-      problem: 'headers_too_large',
+    return codedProblem('EG_ERR_BAD_REQUEST', {
+      variant: 'headers_too_large',
       title: 'Request header fields too large',
       detail: 'The request head is larger than the gate accepts.',
-      code: 'EG_ERR_BAD_REQUEST',
     });
   }
   return gate.refuse(null, 'bad_request', `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`);

@@ -10,13 +10,14 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { Agent, buildConnector } from 'undici';
-import type { HeaderMap, UpstreamRequest, UpstreamSender } from '../engine/index.js';
+import type { GateLogger, HeaderMap, UpstreamRequest, UpstreamSender } from '../engine/index.js';
 import {
   destinationRefusedResponse,
   dispatchBuffered,
   errorCode,
   formatAuthority,
   isTimeoutCode,
+  isTlsVerificationFailure,
   stripHopByHop,
   upstreamFailedResponse,
   withoutGateHeaders,
@@ -43,6 +44,8 @@ export interface UpstreamClientOptions {
    * Absent: nothing is checked (the proxy always passes one).
    */
   readonly guard?: DestinationGuard;
+  /** Where a destination whose TLS certificate does not verify is reported (once per host). */
+  readonly logger?: GateLogger | undefined;
 }
 
 /**
@@ -72,13 +75,21 @@ export function createUpstreamClient(options: UpstreamClientOptions = {}): Upstr
   return new UndiciUpstreamClient(options);
 }
 
+/** Hosts whose certificate failure was logged; past it, new ones are no longer remembered. */
+const MAX_TLS_HOSTS_LOGGED = 1024;
+
 class UndiciUpstreamClient implements UpstreamClient {
   readonly #agent: Agent;
   readonly #maxResponseBytes: number;
+  readonly #logger: GateLogger | undefined;
+  readonly #tlsLogged = new Set<string>();
+  readonly #extraCa: boolean;
   #closing: Promise<void> | undefined;
 
   constructor(options: UpstreamClientOptions) {
     this.#maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.#logger = options.logger;
+    this.#extraCa = options.ca !== undefined;
     const connect: { timeout?: number; ca?: string | Buffer } = {};
     if (options.connectTimeoutMs !== undefined) connect.timeout = options.connectTimeoutMs;
     if (options.ca !== undefined) connect.ca = [...rootCertificates, String(options.ca)].join('\n');
@@ -91,10 +102,13 @@ class UndiciUpstreamClient implements UpstreamClient {
     });
   }
 
-  readonly send: UpstreamSender = (request) =>
-    dispatchBuffered((opts, handler) => this.#agent.dispatch(opts, handler), request, {
+  readonly send: UpstreamSender = async (request) => {
+    const result = await dispatchBuffered((opts, handler) => this.#agent.dispatch(opts, handler), request, {
       maxResponseBytes: this.#maxResponseBytes,
     });
+    if (result.kind === 'failure') this.#noteFailure(result.error, request);
+    return result;
+  };
 
   async stream(request: StreamRequest, res: ServerResponse): Promise<void> {
     let headWritten = false;
@@ -125,12 +139,29 @@ class UndiciUpstreamClient implements UpstreamClient {
           return;
         }
         const code = errorCode(err);
+        this.#noteFailure(code, request);
         writeGateResponse(res, upstreamFailedResponse(code, isTimeoutCode(code)), request.method);
         return;
       }
       // Part of the response already went out: the only honest signal left is a cut connection.
       res.destroy();
     }
+  }
+
+  /**
+   * A certificate that does not verify is the operator's to fix (`--upstream-ca`), and every retry
+   * fails the same way until then: one warning per host and code says so, not one per request.
+   */
+  #noteFailure(code: string, request: { readonly host: string; readonly port: number }): void {
+    if (this.#logger === undefined || !isTlsVerificationFailure(code)) return;
+    const host = formatAuthority(request.host, request.port);
+    const seen = `${host} ${code}`;
+    if (this.#tlsLogged.has(seen)) return;
+    if (this.#tlsLogged.size < MAX_TLS_HOSTS_LOGGED) this.#tlsLogged.add(seen);
+    this.#logger.warn(
+      { host, error: code, upstream_ca: this.#extraCa },
+      `the TLS certificate of ${host} does not verify (${code}): every request to it fails before anything is sent (a private or self-signed CA must be given to the gate with --upstream-ca FILE); logged once per host`,
+    );
   }
 
   close(): Promise<void> {

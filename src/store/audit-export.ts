@@ -46,13 +46,16 @@ export interface AuditExportReport extends AuditReport {
   readonly exportedAt: string;
 }
 
-/** An export that cannot be read as one (not an event log problem): `line` is 1-based. */
+/**
+ * An export that cannot be read as one: `line` is 1-based. Not `EG_ERR_AUDIT_CHAIN_BROKEN`: that
+ * is evidence of tampering with events, this only says the file is not an export at all.
+ */
 export class AuditExportError extends EffectgateError {
   readonly line: number;
   readonly detail: string;
 
   constructor(line: number, detail: string) {
-    super('EG_ERR_AUDIT_CHAIN_BROKEN', `line ${line}: ${detail}`);
+    super('EG_ERR_AUDIT_EXPORT_INVALID', `line ${line}: ${detail}`);
     this.name = 'AuditExportError';
     this.line = line;
     this.detail = detail;

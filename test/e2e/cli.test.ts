@@ -103,6 +103,21 @@ describe('--help and --version (issue 14 item 5)', () => {
     for (const flag of Object.keys(PROXY_OPTIONS)) expect(r.stdout).toContain(`--${flag}`);
   });
 
+  it('an unknown flag gets a did-you-mean and the usage, exit 2, never parseArgs text', async () => {
+    for (const [args, near, usage] of [
+      [['operations', '--stat', 'unknown'], '--state', 'usage: effectgate operations'],
+      [['proxy', '--upstream-cert', 'x.pem'], '--upstream-ca', 'usage: effectgate proxy'],
+      [['audit', 'verify', '--fil', 'x'], '--file', 'usage: effectgate audit'],
+    ] as const) {
+      const r = await runCli([...args]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(`(did you mean ${near}?)`);
+      expect(r.stderr).toContain(usage);
+      expect(r.stderr).not.toMatch(/ERR_PARSE_ARGS|Unknown option|To specify/);
+      expect(r.stdout).toBe('');
+    }
+  });
+
   it('effectgate --version prints the package version', async () => {
     const r = await runCli(['--version']);
     expect(r.code).toBe(0);

@@ -328,7 +328,7 @@ for (const target of storeTargets()) {
         for (const [lines, message] of cases) {
           expect(await rejection(lines)).toMatchObject({
             name: 'AuditExportError',
-            code: 'EG_ERR_AUDIT_CHAIN_BROKEN',
+            code: 'EG_ERR_AUDIT_EXPORT_INVALID',
             line: 1,
             detail: expect.stringMatching(message),
           });
