@@ -41,7 +41,7 @@ import { ANALYSIS_DEFAULTS, ProposalPool } from './proposal-pool.js';
 import { type PendingReadBack, ReadBacks } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { RouteClassifier } from './route-classifier.js';
-import type { RunIdentity } from './run-identity.js';
+import { clientAddress, DERIVED_RUN_PREFIX, isDerivedRun, type RunIdentity } from './run-identity.js';
 import type {
   GateHandler,
   GateRequest,
@@ -253,18 +253,9 @@ export class Gate implements GateHandler {
 
   async #handle(named: GateRequest, send: UpstreamSender): Promise<GateResponse> {
     const started = performance.now();
-    // Every governed request has a run before anything reads it: the one it names, or the one the
-    // gate derives for its scope and client (run-identity.ts). Never a header the gate invents.
-    const request: GateRequest =
-      named.context.run !== null
-        ? named
-        : {
-            ...named,
-            context: {
-              ...named.context,
-              run: this.#o.runs.runOf(named.scope ?? this.#ctx.scope, named.client ?? null),
-            },
-          };
+    const refusedRun = named.context.run === null ? null : runRefusal(named.context.run);
+    if (refusedRun !== null) return transportProblem('bad_request', refusedRun);
+    let request = named;
     const claimed = request.context.retryReason;
     if (claimed !== null && !RETRY_REASON_SET.has(claimed)) {
       // A closed set (seed: no reassuring prose the trail cannot group or review).
@@ -305,7 +296,15 @@ export class Gate implements GateHandler {
       if (pending !== null) this.#observeReadBack(pending, request, sent);
       return this.#relay(sent, null);
     }
-    const proposal = proposed.proposal;
+    let proposal = proposed.proposal;
+    if (request.context.run === null) {
+      // A run is derived only for a request some tool governs (run-identity.ts): ungoverned
+      // traffic neither starts one nor keeps one alive.
+      const client = clientAddress(request.client ?? null);
+      const run = this.#o.runs.runOf(proposal.common.scope, client);
+      request = { ...request, context: { ...request.context, run } };
+      proposal = { ...proposal, common: { ...proposal.common, runId: run, derivedClient: client } };
+    }
     try {
       return await this.#govern(request, proposal, send, started);
     } catch (err) {
@@ -335,7 +334,8 @@ export class Gate implements GateHandler {
       .observe(
         pending,
         request,
-        request.context.run ?? '',
+        request.context.run ??
+          this.#o.runs.runOf(request.scope ?? this.#ctx.scope, clientAddress(request.client ?? null)),
         sent,
         this.#o.store,
         this.#ctx.authorityKey ?? READ_BACK_FINGERPRINT_KEY,
@@ -653,6 +653,21 @@ export class Gate implements GateHandler {
   #defaultBlock(head: GateRequestHead): GateResponse {
     return renderVerdict(unclassifiedFacts(head), head.headers, null);
   }
+}
+
+/**
+ * Why a run id a client names is refused, or null. Derived ids are the gate's alone: one read
+ * from another client's 409 must not join (and halt) that client's run (run-identity.ts). `.` and
+ * `..` cannot be a path segment of the run's page (a browser removes them, `%2E` spellings too).
+ */
+function runRefusal(run: string): string | null {
+  if (isDerivedRun(run)) {
+    return `Effectgate-Run must not start with ${DERIVED_RUN_PREFIX}: those are the runs the gate derives for clients that name none. Name your own run, or send none. Nothing was sent.`;
+  }
+  if (run === '.' || run === '..') {
+    return `Effectgate-Run must not be ${run}: a run id is also the last segment of its page's address. Nothing was sent.`;
+  }
+  return null;
 }
 
 /** The closed set of retry reasons (DESIGN.md §3); a client may send one, only operator_requested counts. */

@@ -1,5 +1,26 @@
 import { type Scope, uuidv7 } from '../store/index.js';
 
+/**
+ * Every derived run id starts so, and no client may name a run so (`Effectgate-Run`, the
+ * interceptor's `run`): a client that read another client's derived id from a 409's `source`
+ * could otherwise join that run and halt it with its own duplicates.
+ */
+export const DERIVED_RUN_PREFIX = 'auto-';
+
+/** True when `run` is a run id only the gate may make. */
+export function isDerivedRun(run: string): boolean {
+  return run.startsWith(DERIVED_RUN_PREFIX);
+}
+
+/**
+ * One spelling per client address: an IPv4 client on a dual-stack listener shows up as
+ * `::ffff:10.0.0.7`, the same client as `10.0.0.7`.
+ */
+export function clientAddress(address: string | null): string {
+  if (address === null) return '';
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
 /** Defaults of {@link RunIdentity}; `createGate` validates overrides. */
 export const RUN_DEFAULTS = Object.freeze({
   /**
@@ -38,8 +59,11 @@ interface Derived {
  * credential in agents mode, the sidecar's own agent otherwise) and the client's network address,
  * never its connection, so an agent that opens a new connection per call is still one run and a
  * looping one is still halted. After `idleMs` without a governed request from that client and
- * scope, the next one starts a new run. Per gate process: replicas behind a load balancer each
- * derive their own (send `Effectgate-Run` to share one).
+ * scope, the next one starts a new run (its duplicate counts start again). A halt outlives both
+ * the idle bound and a restart: the store keeps the client address of a derived run, and a halted
+ * one halts that client's later derived runs until it is released (eg_decide step a). Per gate
+ * process: replicas behind a load balancer each derive their own ids (the halt still holds on
+ * every replica, since it is found by client address).
  *
  * @example
  *   const runs = new RunIdentity({ fixed: null, idleMs: RUN_DEFAULTS.idleMs });
@@ -71,7 +95,7 @@ export class RunIdentity {
   runOf(scope: Scope, client: string | null): string {
     if (this.#fixed !== null) return this.#fixed;
     const now = this.#now();
-    const key = `${scope.tenant}\u0000${scope.area}\u0000${scope.agent}\u0000${client ?? ''}`;
+    const key = `${scope.tenant}\u0000${scope.area}\u0000${scope.agent}\u0000${clientAddress(client)}`;
     const seen = this.#derived.get(key);
     if (seen !== undefined) {
       this.#derived.delete(key);
@@ -82,7 +106,7 @@ export class RunIdentity {
       }
     }
     this.#forgetIdle(now);
-    const run: Derived = { id: `auto-${uuidv7()}`, lastSeen: now };
+    const run: Derived = { id: `${DERIVED_RUN_PREFIX}${uuidv7()}`, lastSeen: now };
     this.#derived.set(key, run);
     this.#onNewRun?.(run.id, scope, client);
     return run.id;

@@ -23,6 +23,8 @@ export interface RunsTable {
   halt_decision_id: string | null;
   halted_key_hash: string | null;
   releases: number;
+  /** The client address of a derived run; NULL for a run the client named. */
+  client: string | null;
 }
 
 export interface RunKeySkipsTable {

@@ -113,6 +113,12 @@ interface DecideCommon {
   /** Allocated by the caller (UUIDv7). */
   readonly decisionId: string;
   readonly runId: string;
+  /**
+   * Set when the gate derived the run (no `Effectgate-Run`): the client address it was derived
+   * from (`''` in process). A halted derived run of the same scope and client halts this one too,
+   * so a looping client stays halted across idle bounds and restarts until released.
+   */
+  readonly derivedClient?: string | null;
   readonly step: string | null;
   readonly worker: string | null;
   readonly agentVersion: string | null;
@@ -120,7 +126,7 @@ interface DecideCommon {
   readonly toolId: string;
   /** Why the request matched the tool (`ToolMatcher.explain()`). */
   readonly explain: string;
-  /** Loop breaker: when the run already has this many duplicate skips, the verdict is `halted`. */
+  /** Loop breaker: a run told this many times that one effect is done halts when it proposes that effect again. */
   readonly maxDuplicateSkips: number;
   readonly request: RequestFacts;
 }

@@ -46,7 +46,11 @@ for (const target of storeTargets()) {
       } else {
         storeUrl = `pglite:${join(dir, 'store')}`;
       }
-      proxy = await startProxyProcess(
+      proxy = await start();
+    });
+
+    const start = (...extra: string[]): Promise<ProxyProcess> =>
+      startProxyProcess(
         [
           '--policies',
           POLICIES,
@@ -60,10 +64,10 @@ for (const target of storeTargets()) {
           'support',
           '--agent',
           'shared',
+          ...extra,
         ],
         { EFFECTGATE_ADMIN_TOKEN: TOKEN },
       );
-    });
 
     afterAll(async () => {
       await proxy?.stop();
@@ -76,9 +80,10 @@ for (const target of storeTargets()) {
       tracker.issues(COLLECTION).filter((i) => i.title === title).length;
 
     /** One curl process per call: a new connection every time, from `from`. */
-    async function curl(from: string, title: string): Promise<Answer> {
+    async function curl(from: string, title: string, headers: readonly string[] = []): Promise<Answer> {
       const { stdout } = await execFileP('curl', [
         '-s',
+        ...headers.flatMap((h) => ['-H', h]),
         '--interface',
         from,
         '-x',
@@ -138,6 +143,16 @@ for (const target of storeTargets()) {
       } finally {
         await pool.close();
       }
+    });
+
+    it('refuses a client that names a derived run (it could halt another client with it)', async () => {
+      const before = tracker.posts(COLLECTION).length;
+      for (const title of ['hijack', 'hijack', 'hijack', 'hijack', 'hijack']) {
+        const r = await curl('127.0.0.5', title, [`effectgate-run: ${undiciRun}`]);
+        expect(r.status).toBe(400);
+        expect(String(r.json['detail'])).toContain('must not start with auto-');
+      }
+      expect(tracker.posts(COLLECTION).length).toBe(before);
     });
 
     it('does not halt an unrelated client of the same shared proxy, and still answers it duplicates', async () => {
@@ -226,6 +241,40 @@ for (const target of storeTargets()) {
       const verdicts = run.decisions.map((d) => d.verdict);
       expect(verdicts.filter((v) => v === 'halted')).toHaveLength(2);
       expect(run.decisions.map((d) => d.id)).toContain(run.runs[0]!.releases[0]!.haltDecisionId);
+    });
+
+    it('keeps a halted client halted across a restart and past the idle bound, until it is released', async () => {
+      await proxy.stop();
+      proxy = await start('--run-idle', '1s');
+      const send = async (title: string): Promise<Answer> => {
+        const pool = new Pool(proxy.url, { connections: 1, connect: { localAddress: '127.0.0.4' } });
+        try {
+          const res = await pool.request({
+            method: 'POST',
+            path: `${tracker.url}${COLLECTION}`,
+            headers: { host: new URL(tracker.url).host, 'content-type': 'application/json' },
+            body: JSON.stringify({ title }),
+          });
+          return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
+        } finally {
+          await pool.close();
+        }
+      };
+      // A new gate process derives a new run for the client, and the client's halt still holds.
+      const after = await send('after the restart');
+      expect(after.status).toBe(429);
+      expect(after.json).toMatchObject({ verdict: 'halted', run_id: undiciRun });
+      await new Promise((r) => setTimeout(r, 1_200));
+      expect((await send('after the idle bound')).status).toBe(429);
+      expect(created('after the restart') + created('after the idle bound')).toBe(0);
+
+      const release = await fetch(`${proxy.adminUrl}/api/runs/${encodeURIComponent(undiciRun)}/release`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ by: 'oncall@acme', reason: 'looked at it' }),
+      });
+      expect(release.status).toBe(200);
+      expect((await send('after its release')).status).toBe(201);
 
       const verify = await runCli(['audit', 'verify', '--store', storeUrl]);
       expect(verify.code, verify.stdout + verify.stderr).toBe(0);

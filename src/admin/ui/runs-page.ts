@@ -10,6 +10,7 @@ import { type Html, html } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
 
+/** A run's page (the gate refuses `.` and `..` as run ids: a browser would drop the segment). */
 export function runHref(id: string): string {
   return `/ui/runs/${encodeURIComponent(id)}`;
 }

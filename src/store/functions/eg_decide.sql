@@ -36,6 +36,8 @@ declare
   v_halt_decision text;
   v_halt_skips int;
   v_releases int;
+  v_skipped_op text;
+  v_halted_run text;
   v_hash text;
   v_window interval;
   v_expires timestamptz;
@@ -56,17 +58,33 @@ begin
   -- (a) The loop breaker (migration 0009). Read only, one probe: a run's row is written on its
   -- first duplicate skip. A halted run is answered `halted` whatever it proposes, until an
   -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
-  -- a key it was already told max_duplicate_skips times is done: eg_skip counts per run and key
-  -- (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
-  select r.halted_at, r.halt_decision_id, r.releases, s.skips, h.skips
-    into v_halted_at, v_halt_decision, v_releases, v_skips, v_halt_skips
+  -- an effect it was already told max_duplicate_skips times is done: eg_skip counts per run and
+  -- key (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
+  select r.halted_at, r.halt_decision_id, r.releases, s.skips, s.operation_id, h.skips
+    into v_halted_at, v_halt_decision, v_releases, v_skips, v_skipped_op, v_halt_skips
     from runs r
     left join run_key_skips s on s.tenant = r.tenant and s.area = r.area and s.agent = r.agent
       and s.run_id = r.id and s.key_hash = v_key ->> 'hash'
     left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
       and h.run_id = r.id and h.key_hash = r.halted_key_hash
     where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
-  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips then
+  v_halted_run := v_run;
+  -- A derived run (no Effectgate-Run): a halted earlier derived run of the same client halts it
+  -- too, so neither the idle bound nor a restart (a new derived id) lets a looping client go on.
+  if v_halted_at is null and p ->> 'derivedClient' is not null then
+    select r.id, r.halted_at, r.halt_decision_id, h.skips into v_halted_run, v_halted_at, v_halt_decision, v_halt_skips
+      from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
+        and h.run_id = r.id and h.key_hash = r.halted_key_hash
+      where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.client = p ->> 'derivedClient'
+        and r.halted_at is not null
+      order by r.halted_at limit 1;
+    v_halted_run := coalesce(v_halted_run, v_run);
+  end if;
+  -- Only while that effect is still done by the operation it was skipped for: past its window the
+  -- key is a new effect, and its next skip counts from one (eg_skip).
+  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and exists (
+      select 1 from dedupe_keys where key_hash = v_key ->> 'hash' and operation_id = v_skipped_op
+        and state = 'confirmed' and (window_ends_at is null or window_ends_at >= now())) then
     -- Halt now, unless a release (releases moved on) or another proposal's halt got there first.
     update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
       where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run
@@ -75,7 +93,7 @@ begin
       v_halted_at := now();
       v_halt_decision := v_decision;
       v_halt_skips := v_skips;
-      select operation_id into v_op from dedupe_keys where key_hash = v_key ->> 'hash';
+      v_op := v_skipped_op;
     else
       select r.halted_at, r.halt_decision_id, h.skips into v_halted_at, v_halt_decision, v_halt_skips
         from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
@@ -88,10 +106,13 @@ begin
       case when v_halt_decision = v_decision
         then format('loop_breaker: run %s proposed again an effect it was told %s times is done (operation %s; max %s)',
           v_run, v_halt_skips, v_op, v_max_skips)
-        else format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision) end,
+        when v_halted_run = v_run
+          then format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision)
+        else format('run_halted: this client''s run %s is halted since %s (decision %s)', v_halted_run,
+          eg_iso(v_halted_at), v_halt_decision) end,
       v_op, null, v_key ->> 'hash', null, json_build_object('duplicateSkips', v_halt_skips,
         'maxDuplicateSkips', v_max_skips, 'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision));
-    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_run,
+    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_halted_run,
       'duplicateSkips', coalesce(v_halt_skips, v_max_skips),
       'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision, 'operationId', v_op);
   end if;
@@ -144,7 +165,7 @@ begin
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
       end if;
-      v_skips := eg_skip(p, v_hash);
+      v_skips := eg_skip(p, v_hash, v_row.operation_id);
       v_source := case when v_row.run_id is not null then json_build_object(
         'runId', v_row.run_id, 'step', v_row.step, 'operationId', v_row.operation_id,
         'attemptId', v_row.attempt_id, 'confirmedAt', eg_iso(v_row.confirmed_at),

@@ -52,7 +52,7 @@ begin
     if v_op.state in ('succeeded', 'duplicate_effect_confirmed') and not (v_key.operation_id = v_op.id
         and v_key.state = 'confirmed' and (v_key.window_ends_at is null or v_key.window_ends_at >= now())) then
       -- Done, and its key no longer says so (the window ended, or a later operation took it).
-      v_skips := eg_skip(p, v_op.key_hash);
+      v_skips := eg_skip(p, v_op.key_hash, v_op.id);
       if v_key.operation_id = v_op.id and v_key.state = 'confirmed' then
         v_source := json_build_object('runId', v_key.run_id, 'step', v_key.step, 'operationId', v_op.id,
           'attemptId', v_key.attempt_id, 'confirmedAt', eg_iso(v_key.confirmed_at), 'destinationRef', v_key.destination_ref);

@@ -1,6 +1,7 @@
 -- The loop breaker's count (migration 0009): a run proposed key p_hash's effect while it was
--- already done, and the gate skipped it. Counts it per run and key (run_key_skips), and in the
--- run's total (runs.duplicate_skips, shown on the run page), and returns this key's count.
+-- already done by operation p_op, and the gate skipped it. Counts it per run and key
+-- (run_key_skips; a skip of another operation of the key, a new window's, counts from one again),
+-- and in the run's total (runs.duplicate_skips, shown on the run page). Returns this key's count.
 -- Whether the run halts is decided at the top of eg_decide, by the next proposal of the key:
 -- counting never refuses, so the duplicate that was counted is still answered as one.
 --
@@ -9,17 +10,20 @@
 -- gate doing its job; adding them up halted exactly the runs recovering correctly (and, with one
 -- run for a whole shared proxy, everyone). A loop through several effects repeats each of them,
 -- so it still halts within max_duplicate_skips + 1 rounds.
-create or replace function eg_skip(p jsonb, p_hash text) returns int language plpgsql as $$
+create or replace function eg_skip(p jsonb, p_hash text, p_op text) returns int language plpgsql as $$
 declare
   v_scope jsonb := p -> 'scope';
   v_skips int;
 begin
-  insert into runs as r (tenant, area, agent, id, duplicate_skips)
-  values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 1)
+  -- client: the address a derived run was derived from (eg_decide step a finds its halt by it).
+  insert into runs as r (tenant, area, agent, id, duplicate_skips, client)
+  values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 1, p ->> 'derivedClient')
   on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1;
-  insert into run_key_skips as s (tenant, area, agent, run_id, key_hash, skips)
-  values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p_hash, 1)
-  on conflict (tenant, area, agent, run_id, key_hash) do update set skips = s.skips + 1
+  insert into run_key_skips as s (tenant, area, agent, run_id, key_hash, operation_id, skips)
+  values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p_hash, p_op, 1)
+  on conflict (tenant, area, agent, run_id, key_hash) do update
+    set skips = case when s.operation_id = excluded.operation_id then s.skips + 1 else 1 end,
+      operation_id = excluded.operation_id
   returning skips into v_skips;
   return v_skips;
 end $$;

@@ -64,7 +64,7 @@ begin
       where key_hash = v_key.key_hash;
       update operations set state = v_to, updated_at = now() where id = v_op;
       perform eg_withdraw_approvals(v_op, v_to);
-      v_skips := eg_skip(p, v_key.key_hash);
+      v_skips := eg_skip(p, v_key.key_hash, v_op);
       v_source := json_build_object('runId', v_key.run_id, 'step', v_key.step, 'operationId', v_op,
         'attemptId', v_key.attempt_id, 'confirmedAt', eg_iso(now()), 'destinationRef', v_ref);
       perform eg_decided(p, p_input, 'duplicate', 'reconciled_' || (v_rec ->> 'result'), v_op, null,

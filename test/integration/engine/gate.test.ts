@@ -123,6 +123,19 @@ for (const target of storeTargets()) {
       expect((await gate.handle(post(upstream, 'loop-z', 'shared-run'), client.send)).status).toBe(201);
     });
 
+    it('refuses a named run the gate derives (auto-…) or one that cannot be a page segment, sending nothing', async () => {
+      const before = upstream.requests.length;
+      const t = store.stats.roundTrips;
+      for (const run of ['auto-0193aa', '.', '..']) {
+        const res = await gate.handle(post(upstream, 'named-run', run), client.send);
+        expect(res.status, run).toBe(400);
+        expect(new TextDecoder().decode(res.body)).toContain('Effectgate-Run must not');
+      }
+      expect(upstream.requests.length).toBe(before);
+      expect(store.stats.roundTrips - t).toBe(0);
+      expect((await gate.handle(post(upstream, 'named-run', 'auto'), client.send)).status).toBe(201);
+    });
+
     it('refuses key values it cannot represent faithfully (422), without calling them a store outage', async () => {
       const before = upstream.requests.length;
       const cases = ['{"name": 9007199254740993}', '{"name": "a\\u0000b"}', '{"name": "\\ud800"}'];

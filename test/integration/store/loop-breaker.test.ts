@@ -177,6 +177,58 @@ for (const target of storeTargets()) {
       });
     });
 
+    it('a halted derived run halts the same client’s later derived runs (idle bound, restart) until released', async () => {
+      const k = await doneKey();
+      const first = newRun();
+      const client = { derivedClient: '10.0.0.7', maxDuplicateSkips: 1 };
+      expectVerdict(await store.decide(reserve(first, k.key, client)), 'duplicate');
+      const halted = await store.decide(reserve(first, k.key, client));
+      expectVerdict(halted, 'halted');
+
+      // The same client under a new derived id (the gate restarted, or the client was idle).
+      const later = newRun();
+      const refused = await store.decide(reserve(later, newKey(), client));
+      expectVerdict(refused, 'halted');
+      expect(refused).toMatchObject({ runId: first, haltDecisionId: halted.decisionId });
+      expect((await store.getDecision(refused.decisionId))?.reason).toContain(
+        `this client's run ${first} is halted`,
+      );
+      // Another client, a named run, another scope: not halted by it.
+      expectVerdict(
+        await store.decide(reserve(newRun(), newKey(), { ...client, derivedClient: '10.0.0.8' })),
+        'allow',
+      );
+      expectVerdict(await store.decide(reserve(newRun(), newKey(), { maxDuplicateSkips: 1 })), 'allow');
+      expectVerdict(
+        await store.decide(
+          reserve(newRun(), newKey(), { ...client, scope: { ...scope, agent: 'other-bot' } }),
+        ),
+        'allow',
+      );
+
+      await store.releaseRun({ runId: first, scope: null, by: 'oncall', reason: 'looked' });
+      expectVerdict(await store.decide(reserve(later, newKey(), client)), 'allow');
+    });
+
+    it('counts the skips of one operation: past the window the key is a new effect, counted from one', async () => {
+      const key = newKey({ windowMs: 400 });
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      await store.recordOutcome(outcome(first, key, 'succeeded'));
+      const run = newRun();
+      const max = { maxDuplicateSkips: 2 };
+      for (let i = 0; i < 2; i++) expectVerdict(await store.decide(reserve(run, key, max)), 'duplicate');
+      await new Promise((r) => setTimeout(r, 600));
+      // Told twice that the first operation is done; its window is over: a new operation, allowed.
+      const again = await store.decide(reserve(run, key, max));
+      expectVerdict(again, 'allow');
+      expect(again.operationId).not.toBe(first.operationId);
+      await store.recordOutcome(outcome(again, key, 'succeeded'));
+      const dup = await store.decide(reserve(run, key, max));
+      expectVerdict(dup, 'duplicate');
+      expect(dup.duplicateSkips).toBe(1);
+    });
+
     it('refuses a release of a run that is not halted, or unknown, or ambiguous across scopes', async () => {
       const k = await doneKey();
       const run = newRun();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RunIdentity } from '../../../src/engine/run-identity.js';
+import { clientAddress, isDerivedRun, RunIdentity } from '../../../src/engine/run-identity.js';
 
 const acme = { tenant: 'acme', area: 'support', agent: 'triage' };
 const globex = { tenant: 'globex', area: 'support', agent: 'triage' };
@@ -59,5 +59,23 @@ describe('RunIdentity (the run of a request that names none)', () => {
     expect(runs.runOf(acme, 'a')).toBe(ids[0]);
     expect(runs.runOf(acme, 'c')).toBe(ids[2]);
     expect(runs.runOf(acme, 'b')).not.toBe(ids[1]);
+  });
+});
+
+describe('clientAddress and isDerivedRun', () => {
+  it('spells an IPv4 client once, whether the listener is dual-stack or not', () => {
+    expect(clientAddress('::ffff:10.0.0.7')).toBe('10.0.0.7');
+    expect(clientAddress('10.0.0.7')).toBe('10.0.0.7');
+    expect(clientAddress('::1')).toBe('::1');
+    expect(clientAddress('::ffff:a00:7')).toBe('::ffff:a00:7');
+    expect(clientAddress(null)).toBe('');
+    const runs = new RunIdentity({ fixed: null, idleMs: 60_000 });
+    expect(runs.runOf(acme, '::ffff:10.0.0.7')).toBe(runs.runOf(acme, '10.0.0.7'));
+  });
+
+  it('knows the ids only the gate makes', () => {
+    const runs = new RunIdentity({ fixed: null, idleMs: 60_000 });
+    expect(isDerivedRun(runs.runOf(acme, null))).toBe(true);
+    expect(isDerivedRun('nightly-42')).toBe(false);
   });
 });

@@ -7,12 +7,16 @@ import { type Kysely, type Migration, sql } from 'kysely';
  * proxy whose clients shared one run halted them all after three duplicates from anyone, until a
  * restart.
  *
- * - run_key_skips: how many times a run proposed one key's effect while it was already done. The
- *   run halts when it proposes a key again that it was told max_duplicate_skips times is done.
+ * - run_key_skips: how many times a run proposed one key's effect while it was already done, and
+ *   by which operation (a later operation of the key, past the window, counts from one again). The
+ *   run halts when it proposes that done effect again after max_duplicate_skips skips.
  * - runs.halted_at / halt_decision_id / halted_key_hash: the halt, set by eg_decide, read by every
  *   decide of the run (the same row probe as before). NULL: the run is not halted.
  * - runs.releases: how many times an operator released it; a halt raced by a release is dropped
  *   (eg_decide compares it).
+ * - runs.client: for a run the gate derived (no Effectgate-Run), the client address it was derived
+ *   from. A halted derived run halts the same client's later derived runs (after an idle bound, a
+ *   restart, on another replica) until it is released; NULL for a run the client named.
  * - run_releases: who released a halted run, when and why, and which halt it ended. Never deleted.
  *
  * Runs halted under the old total count before this migration are not halted after it (the new
@@ -29,6 +33,7 @@ const STATEMENTS: readonly string[] = [
     agent text not null,
     run_id text not null,
     key_hash text not null,
+    operation_id text not null,
     skips int not null,
     primary key (tenant, area, agent, run_id, key_hash)
   )`,
@@ -36,6 +41,9 @@ const STATEMENTS: readonly string[] = [
   'alter table runs add column halt_decision_id text',
   'alter table runs add column halted_key_hash text',
   'alter table runs add column releases int not null default 0',
+  'alter table runs add column client text',
+  // eg_decide step (a), for every derived run's proposal: is this client halted? Only halted rows.
+  'create index runs_client_halted_idx on runs (tenant, area, agent, client) where halted_at is not null and client is not null',
   `create table run_releases (
     id text primary key,
     tenant text not null,
