@@ -29,4 +29,4 @@ export type {
   Scope,
   Store,
 } from './store/index.js';
-export { openStore, verifyChain } from './store/index.js';
+export { openStore, serveStoreSocket, verifyChain } from './store/index.js';

@@ -52,18 +52,26 @@ export class DemoApi {
   #dropNext = false;
   #base = '';
 
-  private constructor() {
+  readonly #onPost: ((post: DemoPost) => void) | undefined;
+
+  private constructor(onPost?: (post: DemoPost) => void) {
+    this.#onPost = onPost;
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch(() => res.destroy());
     });
   }
 
-  /** Starts the tracker on an ephemeral loopback port. */
-  static async start(): Promise<DemoApi> {
-    const api = new DemoApi();
+  /**
+   * Starts the tracker on 127.0.0.1, on `port` (default: an ephemeral one). `onPost` hears of
+   * every POST as the tracker records it (`demo --api-only` prints its ledger so).
+   */
+  static async start(
+    options: { readonly port?: number; readonly onPost?: (post: DemoPost) => void } = {},
+  ): Promise<DemoApi> {
+    const api = new DemoApi(options.onPost);
     await new Promise<void>((resolve, reject) => {
       api.#server.once('error', reject);
-      api.#server.listen(0, '127.0.0.1', () => resolve());
+      api.#server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
     });
     const addr = api.#server.address() as AddressInfo;
     api.#base = `http://127.0.0.1:${addr.port}`;
@@ -89,6 +97,11 @@ export class DemoApi {
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
+  #record(post: DemoPost): void {
+    this.#posts.push(post);
+    this.#onPost?.(post);
+  }
+
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?', 1)[0] ?? '';
     const route = ISSUES.exec(path);
@@ -109,7 +122,7 @@ export class DemoApi {
     const key = typeof header === 'string' && header !== '' ? header : null;
     const stored = key === null ? undefined : this.#byKey.get(key);
     const refuse = (message: string): void => {
-      this.#posts.push({ idempotencyKey: key, result: 'refused', issue: null, dropped: false });
+      this.#record({ idempotencyKey: key, result: 'refused', issue: null, dropped: false });
       send(res, 422, { message });
     };
     let issue: DemoIssue;
@@ -133,7 +146,7 @@ export class DemoApi {
     const dropped = this.#dropNext;
     this.#dropNext = false;
     const result = stored === undefined ? 'created' : 'replayed';
-    this.#posts.push({ idempotencyKey: key, result, issue, dropped });
+    this.#record({ idempotencyKey: key, result, issue, dropped });
     // A dropped answer: the effect is in the ledger, the answer never leaves.
     if (dropped) {
       req.socket.destroy();

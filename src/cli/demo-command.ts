@@ -12,18 +12,28 @@ import { createLogger } from './logger.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
 import { type RunningProxy, startProxy, stopSignal } from './start-proxy.js';
 
+/** The port policies/example-tracker.yaml governs on 127.0.0.1 (the README's example destination). */
+export const EXAMPLE_TRACKER_PORT = 9090;
+
 export const DEMO_OPTIONS = {
   'no-wait': { type: 'boolean', default: false },
   port: { type: 'string', default: '0' },
+  'api-only': { type: 'boolean', default: false },
+  'api-port': { type: 'string', default: String(EXAMPLE_TRACKER_PORT) },
 } as const satisfies FlagTable;
 
 export const USAGE = `usage: effectgate demo [--no-wait] [--port PORT]
+       effectgate demo --api-only [--api-port PORT]
   Starts a fake issue tracker and the proxy in front of it on 127.0.0.1, on a fresh embedded store in
   a temporary directory, and walks through what the gate does: an allowed effect, a duplicate, a lost
   response, the held retry, its approval and the trail. Then it leaves the admin UI up until Ctrl-C,
   and removes everything it made.
   --no-wait    exit after the walk-through instead of waiting for Ctrl-C
-  --port PORT  the admin UI's port on 127.0.0.1 (default 0: any free port)`;
+  --port PORT  the admin UI's port on 127.0.0.1 (default 0: any free port)
+  --api-only   only the fake issue tracker, for the README's walk-through with npm start: on
+               127.0.0.1, where policies/example-tracker.yaml governs it; prints every effect it
+               performs, until Ctrl-C
+  --api-port PORT  its port with --api-only (default ${EXAMPLE_TRACKER_PORT})`;
 
 /** How long the gate waits for calls in flight on Ctrl-C: the demo has none by then. */
 const DRAIN_MS = 2_000;
@@ -43,6 +53,8 @@ export async function runDemo(argv: readonly string[]): Promise<number> {
     process.stderr.write(`effectgate: demo takes no arguments\n${USAGE}\n`);
     return 2;
   }
+  if (values['api-only'])
+    return serveTracker(parseListen('--api-port', `127.0.0.1:${values['api-port']}`).port);
   const admin = parseListen('--port', `127.0.0.1:${values.port}`);
   const say = (lines: readonly string[]): void => {
     process.stdout.write(`${lines.join('\n')}\n`);
@@ -175,5 +187,36 @@ function parseJson(text: string): Record<string, unknown> {
     return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
   } catch {
     return {};
+  }
+}
+
+/**
+ * `demo --api-only`: the fake tracker alone, as the destination the README's agent calls through
+ * `npm start`; each POST it records is printed, so a reader sees the destination's own ledger.
+ */
+async function serveTracker(port: number): Promise<number> {
+  const signal = stopSignal();
+  const api = await DemoApi.start({
+    port,
+    onPost: (post) => {
+      const what =
+        post.result === 'created'
+          ? `created issue #${post.issue?.number} "${post.issue?.title}"`
+          : post.result === 'replayed'
+            ? `replayed issue #${post.issue?.number} (same Idempotency-Key: created nothing)`
+            : 'refused it (422)';
+      process.stdout.write(
+        `tracker: POST with Idempotency-Key ${post.idempotencyKey ?? '(none)'}: ${what}\n`,
+      );
+    },
+  });
+  try {
+    process.stdout.write(
+      `example issue tracker listening on ${api.url} (POST /repos/OWNER/REPO/issues; policies/example-tracker.yaml governs it); Ctrl-C stops it\n`,
+    );
+    await signal;
+    return 0;
+  } finally {
+    await api.close();
   }
 }

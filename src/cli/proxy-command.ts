@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { resolveAdminToken } from '../admin/index.js';
 import {
@@ -151,7 +152,15 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       ? (process.env['EFFECTGATE_INSTANCE_ID'] ?? defaultInstanceId({ listen }))
       : values['instance-id'],
   );
-  const adminToken = await resolveAdminToken({ file: values['admin-token-file'] });
+  const configuredToken = await resolveAdminToken({ file: values['admin-token-file'] });
+  // No token given and the admin listener only on loopback (npm start): one for this run, printed
+  // below, so the pages work on a fresh clone. Anything reachable from elsewhere still needs one
+  // chosen on purpose (EFFECTGATE_ADMIN_TOKEN, --admin-token-file), else /api and /ui stay shut.
+  const oneRunToken =
+    configuredToken === null && admin !== null && isLoopbackHost(admin.host)
+      ? `eg-${randomBytes(16).toString('hex')}`
+      : null;
+  const adminToken = configuredToken ?? oneRunToken;
   const authorityKey =
     values['authority-key-file'] === undefined
       ? undefined
@@ -200,7 +209,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     'effectgate proxy listening',
   );
   process.stdout.write(
-    `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n${adminAddr === null ? '' : `effectgate admin listening on http://${adminAddr.address}:${adminAddr.port}\n`}`,
+    `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n${adminAddr === null ? '' : `effectgate admin listening on http://${adminAddr.address}:${adminAddr.port}\n`}${adminAddr === null || oneRunToken === null ? '' : `  timeline pages: http://${adminAddr.address}:${adminAddr.port}/ui/  admin token for this run: ${oneRunToken}\n  (set EFFECTGATE_ADMIN_TOKEN or --admin-token-file to choose your own)\n`}`,
   );
 
   await stopped;
@@ -293,4 +302,9 @@ function proxyUsage(): string {
 /** `120000` → `2m`, `5000` → `5s`: a duration as the flags take it. */
 function seconds(ms: number): string {
   return ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+/** 127.0.0.0/8, ::1 and localhost: an admin listener no other machine reaches. */
+function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }

@@ -1,7 +1,13 @@
 import { checkCount, checkInstanceId, checkPositiveInt, checkScope } from '../config/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
-import { DEFAULT_STORE_URL, openStore, type Store } from '../store/index.js';
+import {
+  DEFAULT_STORE_URL,
+  embeddedStoreDir,
+  openStore,
+  type Store,
+  serveStoreSocket,
+} from '../store/index.js';
 import { Gate, type GateLogger } from './gate.js';
 import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
@@ -79,6 +85,11 @@ export interface CreateGateOptions {
   readonly analysisThreads?: number;
   /** Smallest body sent to an analysis worker; default 16 KiB. */
   readonly offloadBodyBytes?: number;
+  /**
+   * On an embedded store this call opens (`pglite:DIR`), serve the store socket in DIR so the CLI's
+   * inspection and approval commands reach it while the gate runs (default true).
+   */
+  readonly storeSocket?: boolean;
   /** Close `store` on `close()` even though it was passed in open (the CLI hands over its store). */
   readonly ownStore?: boolean;
 }
@@ -197,6 +208,20 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
       }),
     );
     await lifecycle.start();
+    // An embedded store this call opened is locked to this process: serve the same socket the
+    // proxy serves, so `effectgate operations`, `approvals`, `runs`, `trail` and `audit verify`
+    // work beside an in-process agent (issue 14 item 7). A passed-in store is the caller's to serve.
+    const socketDir = opened ? embeddedStoreDir(storeUrl) : null;
+    if (socketDir !== null && options.storeSocket !== false) {
+      const socket = await serveStoreSocket(store, socketDir, { instanceId }).catch((err: unknown) => {
+        logger.warn(
+          { err: String(err) },
+          'no store socket: commands cannot inspect this store while it runs',
+        );
+        return null;
+      });
+      if (socket !== null) lifecycle.onClose(() => socket.close());
+    }
     return gate;
   } catch (err) {
     if (opened || options.ownStore === true) await store.close().catch(() => undefined);

@@ -53,6 +53,7 @@ export class GateLifecycle {
   #closing: Promise<CloseReport> | null = null;
   /** Work the gate must have done before it serves (the first DNS round of governed names). */
   readonly #startHooks: (() => Promise<void>)[] = [];
+  readonly #closeHooks: (() => Promise<void>)[] = [];
 
   constructor(options: LifecycleOptions) {
     this.#o = options;
@@ -65,6 +66,11 @@ export class GateLifecycle {
   /** Adds work `start()` waits for, alongside registration (each hook bounds its own wait). */
   onStart(hook: () => Promise<void>): void {
     this.#startHooks.push(hook);
+  }
+
+  /** Adds work `close()` does after the drain, before it closes the store (a store socket). */
+  onClose(hook: () => Promise<void>): void {
+    this.#closeHooks.push(hook);
   }
 
   /** Registers this life and recovers orphaned attempts; idempotent. */
@@ -136,6 +142,7 @@ export class GateLifecycle {
         );
       }
     }
+    for (const hook of this.#closeHooks) await hook().catch(() => undefined);
     if (o.closeStore) await o.store.close();
     return { unwrittenOutcomes, abandonedCalls };
   }
