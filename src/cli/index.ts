@@ -16,10 +16,10 @@ import { runTrail } from './trail-command.js';
 const USAGE = `usage: effectgate <command> [options]
 
 commands:
-  proxy              run the forward proxy (--listen, --policies, --store, --tenant/--area/--agent | --agents,
-                     --ca-dir, --upstream-ca, --instance-id, --drain-timeout 10s, --authority-key-file,
-                     --max-connections 1024, --max-connections-per-client 256, --keep-alive-timeout 5s,
-                     --tunnel-peek-timeout 10s, --tunnel-idle-timeout 2m, --analysis-threads 1)
+  proxy              run the forward proxy (--listen, --admin, --policies, --store, --tenant/--area/--agent |
+                     --agents, --ca-dir, --upstream-ca, …; every flag with its default: effectgate proxy --help)
+  demo               a walk-through on this machine: a fake issue tracker, the proxy, a duplicate, a lost
+                     response, a held retry and its approval (--no-wait; --api-only: only the tracker)
   policies check DIR validate tool classifications; prints the tools or the errors (exit 1); --json;
                      --from-tools-list FILE also warns about MCP tools that may have effects and that no
                      tool classifies with a dedupe key, with YAML to start from (--mcp-host HOST, default
