@@ -196,8 +196,8 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const stopped = stopSignal();
   logger.info(
     {
-      listen: `${addr.address}:${addr.port}`,
-      admin: adminAddr === null ? null : `${adminAddr.address}:${adminAddr.port}`,
+      listen: origin(addr),
+      admin: adminAddr === null ? null : origin(adminAddr),
       store: store.kind === 'postgres' ? 'postgres' : storeUrl,
       tools: policies.tools.map((t) => t.id),
       default: policies.default,
@@ -209,7 +209,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     'effectgate proxy listening',
   );
   process.stdout.write(
-    `effectgate proxy listening on http://${addr.address}:${addr.port} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n${adminAddr === null ? '' : `effectgate admin listening on http://${adminAddr.address}:${adminAddr.port}\n`}${adminAddr === null || oneRunToken === null ? '' : `  timeline pages: http://${adminAddr.address}:${adminAddr.port}/ui/  admin token for this run: ${oneRunToken}\n  (set EFFECTGATE_ADMIN_TOKEN or --admin-token-file to choose your own)\n`}`,
+    `effectgate proxy listening on http://${origin(addr)} (store ${store.kind === 'postgres' ? 'postgres' : storeUrl}, ${policies.tools.length} tool(s))\n${adminAddr === null ? '' : `effectgate admin listening on http://${origin(adminAddr)}\n`}${adminAddr === null || oneRunToken === null ? '' : `  timeline pages: http://${origin(adminAddr)}/ui/  admin token for this run: ${oneRunToken}\n  (set EFFECTGATE_ADMIN_TOKEN or --admin-token-file to choose your own)\n`}`,
   );
 
   await stopped;
@@ -307,4 +307,9 @@ function seconds(ms: number): string {
 /** 127.0.0.0/8, ::1 and localhost: an admin listener no other machine reaches. */
 function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** `host:port` as a URL holds it: an IPv6 address in brackets. */
+function origin(addr: { readonly address: string; readonly port: number }): string {
+  return addr.address.includes(':') ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
 }

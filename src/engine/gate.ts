@@ -253,8 +253,6 @@ export class Gate implements GateHandler {
 
   async #handle(named: GateRequest, send: UpstreamSender): Promise<GateResponse> {
     const started = performance.now();
-    const refusedRun = named.context.run === null ? null : runRefusal(named.context.run);
-    if (refusedRun !== null) return transportProblem('bad_request', refusedRun);
     let request = named;
     const claimed = request.context.retryReason;
     if (claimed !== null && !RETRY_REASON_SET.has(claimed)) {
@@ -297,13 +295,19 @@ export class Gate implements GateHandler {
       return this.#relay(sent, null);
     }
     let proposal = proposed.proposal;
-    if (request.context.run === null) {
+    const namedRun = request.context.run;
+    if (namedRun !== null) {
+      const refused = runRefusal(namedRun);
+      if (refused !== null) return transportProblem('bad_request', refused);
+    } else {
       // A run is derived only for a request some tool governs (run-identity.ts): ungoverned
-      // traffic neither starts one nor keeps one alive.
+      // traffic neither starts one nor keeps one alive. Only a derived run carries its client,
+      // which a halt is found by; a fixed run (--run-id) is the operator's and never shares one.
       const client = clientAddress(request.client ?? null);
       const run = this.#o.runs.runOf(proposal.common.scope, client);
       request = { ...request, context: { ...request.context, run } };
-      proposal = { ...proposal, common: { ...proposal.common, runId: run, derivedClient: client } };
+      const derivedClient = this.#o.runs.fixed === null ? `${this.#o.instanceId} ${client}` : null;
+      proposal = { ...proposal, common: { ...proposal.common, runId: run, derivedClient } };
     }
     try {
       return await this.#govern(request, proposal, send, started);
@@ -335,7 +339,8 @@ export class Gate implements GateHandler {
         pending,
         request,
         request.context.run ??
-          this.#o.runs.runOf(request.scope ?? this.#ctx.scope, clientAddress(request.client ?? null)),
+          this.#o.runs.peek(request.scope ?? this.#ctx.scope, clientAddress(request.client ?? null)) ??
+          'not named',
         sent,
         this.#o.store,
         this.#ctx.authorityKey ?? READ_BACK_FINGERPRINT_KEY,

@@ -21,6 +21,10 @@ export function clientAddress(address: string | null): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
 }
 
+function keyOf(scope: Scope, client: string | null): string {
+  return `${scope.tenant}\u0000${scope.area}\u0000${scope.agent}\u0000${clientAddress(client)}`;
+}
+
 /** Defaults of {@link RunIdentity}; `createGate` validates overrides. */
 export const RUN_DEFAULTS = Object.freeze({
   /**
@@ -60,10 +64,11 @@ interface Derived {
  * never its connection, so an agent that opens a new connection per call is still one run and a
  * looping one is still halted. After `idleMs` without a governed request from that client and
  * scope, the next one starts a new run (its duplicate counts start again). A halt outlives both
- * the idle bound and a restart: the store keeps the client address of a derived run, and a halted
- * one halts that client's later derived runs until it is released (eg_decide step a). Per gate
- * process: replicas behind a load balancer each derive their own ids (the halt still holds on
- * every replica, since it is found by client address).
+ * the idle bound and a restart: the store keeps, with a derived run, the gate's instance id
+ * (stable across restarts) and the client address, and a halted one halts that client's later
+ * derived runs on this gate until it is released (eg_decide step a). Not across gates: an address
+ * is unique only as one gate sees it (every sidecar sees its agent at 127.0.0.1, every in-process
+ * gate has none). Replicas behind a load balancer each derive their own runs.
  *
  * @example
  *   const runs = new RunIdentity({ fixed: null, idleMs: RUN_DEFAULTS.idleMs });
@@ -91,11 +96,21 @@ export class RunIdentity {
     return this.#fixed;
   }
 
+  /**
+   * The run a client is in now, without starting or extending one (an agent's read-back names it
+   * in the trail; reading is not proposing). `null` when it has none.
+   */
+  peek(scope: Scope, client: string | null): string | null {
+    if (this.#fixed !== null) return this.#fixed;
+    const seen = this.#derived.get(keyOf(scope, client));
+    return seen !== undefined && this.#now() - seen.lastSeen < this.#idleMs ? seen.id : null;
+  }
+
   /** The run of a request of `scope` from `client` (its address; `null` in process) that names none. */
   runOf(scope: Scope, client: string | null): string {
     if (this.#fixed !== null) return this.#fixed;
     const now = this.#now();
-    const key = `${scope.tenant}\u0000${scope.area}\u0000${scope.agent}\u0000${clientAddress(client)}`;
+    const key = keyOf(scope, client);
     const seen = this.#derived.get(key);
     if (seen !== undefined) {
       this.#derived.delete(key);

@@ -114,9 +114,10 @@ interface DecideCommon {
   readonly decisionId: string;
   readonly runId: string;
   /**
-   * Set when the gate derived the run (no `Effectgate-Run`): the client address it was derived
-   * from (`''` in process). A halted derived run of the same scope and client halts this one too,
-   * so a looping client stays halted across idle bounds and restarts until released.
+   * Set when the gate derived the run (no `Effectgate-Run`, no fixed run): the gate's instance id
+   * and the client address it was derived from (`'<instance> <address>'`; no address in process).
+   * A halted derived run of the same scope and client halts this one too, so a looping client
+   * stays halted across idle bounds and restarts of its gate until released.
    */
   readonly derivedClient?: string | null;
   readonly step: string | null;

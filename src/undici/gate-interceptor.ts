@@ -16,7 +16,7 @@ import { createSender } from './next-dispatcher-sender.js';
 import { fail, replay } from './replay-response.js';
 
 export interface GateInterceptorOptions {
-  /** Run id for requests without an `Effectgate-Run` header (default: the gate's own run id). */
+  /** Run id for requests without an `Effectgate-Run` header (default: the gate's `runId`, else one derived per scope with an idle bound; never `auto-…`). */
   readonly run?: string;
   /** Step for requests without an `Effectgate-Step` header. */
   readonly step?: string;

@@ -130,7 +130,12 @@ describe('the README, pasted', () => {
     expect(trackerBlock!.trim()).toBe('npx effectgate demo --api-only');
     tracker = await startShell(pasted(trackerBlock!.trim()), dir, /example issue tracker listening on/);
 
-    const { stdout } = await execFileP('bash', ['-c', pasted(agentBlock!)], { cwd: dir });
+    // In a shell whose no_proxy covers 127.0.0.1 (common in images), as the README warns: the
+    // block clears it, so the calls still go through the gate.
+    const { stdout } = await execFileP('bash', ['-c', pasted(agentBlock!)], {
+      cwd: dir,
+      env: { ...process.env, no_proxy: 'localhost,127.0.0.1', NO_PROXY: 'localhost,127.0.0.1' },
+    });
     const [first, second, python] = stdout.trim().split('\n');
     expect(JSON.parse(first!)).toMatchObject({ number: 1, title: 'Disk full on db-1' });
     const duplicate = JSON.parse(second!) as Record<string, unknown>;

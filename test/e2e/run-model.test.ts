@@ -64,6 +64,10 @@ for (const target of storeTargets()) {
           'support',
           '--agent',
           'shared',
+          // A fixed listen address names a stable instance; with port 0 the id carries the pid,
+          // and a restart would be another gate (run-identity.ts: a halt is per gate instance).
+          '--instance-id',
+          'run-model-gate',
           ...extra,
         ],
         { EFFECTGATE_ADMIN_TOKEN: TOKEN },

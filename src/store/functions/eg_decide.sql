@@ -69,8 +69,9 @@ begin
       and h.run_id = r.id and h.key_hash = r.halted_key_hash
     where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
   v_halted_run := v_run;
-  -- A derived run (no Effectgate-Run): a halted earlier derived run of the same client halts it
-  -- too, so neither the idle bound nor a restart (a new derived id) lets a looping client go on.
+  -- A derived run (no Effectgate-Run): a halted earlier derived run of the same client of the same
+  -- gate instance (derivedClient holds both) halts it too, so neither the idle bound nor a restart
+  -- (a new derived id) lets a looping client go on.
   if v_halted_at is null and p ->> 'derivedClient' is not null then
     select r.id, r.halted_at, r.halt_decision_id, h.skips into v_halted_run, v_halted_at, v_halt_decision, v_halt_skips
       from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
@@ -81,10 +82,13 @@ begin
     v_halted_run := coalesce(v_halted_run, v_run);
   end if;
   -- Only while that effect is still done by the operation it was skipped for: past its window the
-  -- key is a new effect, and its next skip counts from one (eg_skip).
-  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and exists (
+  -- key is a new effect, and its next skip counts from one (eg_skip). A delegated worker's claim
+  -- of that very operation is the same done effect whatever its key holds now (eg_delegated).
+  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and (exists (
       select 1 from dedupe_keys where key_hash = v_key ->> 'hash' and operation_id = v_skipped_op
-        and state = 'confirmed' and (window_ends_at is null or window_ends_at >= now())) then
+        and state = 'confirmed' and (window_ends_at is null or window_ends_at >= now()))
+      or (p ->> 'claimedOperationId' = v_skipped_op and exists (select 1 from operations
+        where id = v_skipped_op and state in ('succeeded', 'duplicate_effect_confirmed')))) then
     -- Halt now, unless a release (releases moved on) or another proposal's halt got there first.
     update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
       where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run

@@ -14,9 +14,10 @@ import { type Kysely, type Migration, sql } from 'kysely';
  *   decide of the run (the same row probe as before). NULL: the run is not halted.
  * - runs.releases: how many times an operator released it; a halt raced by a release is dropped
  *   (eg_decide compares it).
- * - runs.client: for a run the gate derived (no Effectgate-Run), the client address it was derived
- *   from. A halted derived run halts the same client's later derived runs (after an idle bound, a
- *   restart, on another replica) until it is released; NULL for a run the client named.
+ * - runs.client: for a run the gate derived (no Effectgate-Run), the gate's instance id and the
+ *   client address it was derived from. A halted derived run halts the same client's later derived
+ *   runs on that gate (after an idle bound, a restart) until it is released; NULL for a run the
+ *   client or the operator named.
  * - run_releases: who released a halted run, when and why, and which halt it ended. Never deleted.
  *
  * Runs halted under the old total count before this migration are not halted after it (the new
