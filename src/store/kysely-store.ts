@@ -148,6 +148,22 @@ export class KyselyStore implements Store {
     });
   }
 
+  countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>> {
+    return this.#guard('countDuplicates', async () => {
+      if (operationIds.length === 0) return {};
+      // decisions_operation_idx (operation_id, created_at) answers it, one index range per id.
+      const rows = await this.#db
+        .selectFrom('decisions')
+        .select(['operation_id', (eb) => eb.fn.countAll<string | number>().as('n')])
+        .where('verdict', '=', 'duplicate')
+        .where('operation_id', 'in', [...operationIds])
+        .groupBy('operation_id')
+        .execute();
+      // fromEntries defines own properties, so no id (even "__proto__") reaches a prototype.
+      return Object.fromEntries(rows.map((r) => [r.operation_id as string, Number(r.n)]));
+    });
+  }
+
   listObservations(operationId: string): Promise<ObservationRecord[]> {
     return this.#guard('listObservations', async () => {
       const rows = await this.#db

@@ -25,6 +25,7 @@ const SERVED = [
   'getOperation',
   'listOperations',
   'countOperations',
+  'countDuplicates',
   'listObservations',
   'listApprovals',
   'getApproval',

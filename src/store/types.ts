@@ -696,6 +696,12 @@ export interface Store {
   countOperations(
     filter?: Omit<OperationFilter, 'state' | 'limit'>,
   ): Promise<Partial<Record<OperationState, number>>>;
+  /**
+   * How many proposals each of these operations absorbed: its decisions with verdict `duplicate`
+   * (the gate answered them with the operation's result instead of sending anything). One grouped
+   * query for a whole list; an operation without one is absent from the answer.
+   */
+  countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>>;
   listObservations(operationId: string): Promise<ObservationRecord[]>;
   listApprovals(filter?: {
     readonly state?: ApprovalState;

@@ -48,9 +48,12 @@ interface Started {
 
 /** Runs `command` with bash in `cwd`, resolving once its output matches `ready`. */
 function startShell(command: string, cwd: string, ready: RegExp): Promise<Started> {
+  // As on a newcomer's machine: no DATABASE_URL (the suite's would make npm start use that shared
+  // database instead of the embedded store the README describes).
+  const { DATABASE_URL: _, ...env } = process.env;
   const child = spawn('bash', ['-c', `exec ${command}`], {
     cwd,
-    env: { ...process.env, EFFECTGATE_LOG_LEVEL: 'warn' },
+    env: { ...env, EFFECTGATE_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -132,12 +135,13 @@ describe('the README, pasted', () => {
 
     // In a shell whose no_proxy covers 127.0.0.1 (common in images), as the README warns: the
     // block clears it, so the calls still go through the gate.
+    const { DATABASE_URL: _, ...env } = process.env;
     const { stdout } = await execFileP('bash', ['-c', pasted(agentBlock!)], {
       cwd: dir,
-      env: { ...process.env, no_proxy: 'localhost,127.0.0.1', NO_PROXY: 'localhost,127.0.0.1' },
+      env: { ...env, no_proxy: 'localhost,127.0.0.1', NO_PROXY: 'localhost,127.0.0.1' },
     });
     const [first, second, python] = stdout.trim().split('\n');
-    expect(JSON.parse(first!)).toMatchObject({ number: 1, title: 'Disk full on db-1' });
+    expect(JSON.parse(first!), stdout).toMatchObject({ number: 1, title: 'Disk full on db-1' });
     const duplicate = JSON.parse(second!) as Record<string, unknown>;
     expect(duplicate).toMatchObject({
       status: 409,
@@ -151,7 +155,7 @@ describe('the README, pasted', () => {
     expect(tracker.out()).toContain(`Idempotency-Key ${String(duplicate['operation_id'])}: created issue #1`);
 
     // The inspection commands, as pasted, reach the running proxy's store.
-    const seen = await execFileP('bash', ['-c', pasted(seeBlock!)], { cwd: dir });
+    const seen = await execFileP('bash', ['-c', pasted(seeBlock!)], { cwd: dir, env });
     expect(seen.stdout).toContain(String(duplicate['operation_id']));
     expect(seen.stdout).toMatch(/SUCCEEDED\s+tool example\.create_issue/);
     expect(seen.stdout).toContain('decision duplicate');

@@ -179,6 +179,21 @@ async function logIn(page: Page, base: string, token = TOKEN): Promise<void> {
 // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the rendered text on purpose
 const seen = (locator: Locator): Promise<string> => locator.innerText();
 
+/** Usable at 760 px: the page itself never scrolls sideways (a table may, inside its own box). */
+async function expectNoOverflowAt760(page: Page, name: string): Promise<void> {
+  const before = page.viewportSize();
+  await page.setViewportSize({ width: 760, height: 900 });
+  try {
+    const overflow = await page.evaluate(
+      'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+    );
+    expect(overflow, `${name} overflows at 760 px by ${String(overflow)} px`).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: name, fullPage: true });
+  } finally {
+    if (before !== null) await page.setViewportSize(before);
+  }
+}
+
 /** The operation ids of the table rows, top to bottom. */
 function rowIds(page: Page): Promise<string[]> {
   return page
@@ -258,7 +273,14 @@ for (const target of storeTargets()) {
       await expect(
         page.locator(`tr[data-operation-id="${data.twice.operationId}"] .badge`).textContent(),
       ).resolves.toBe('⚠ duplicate_effect_confirmed');
+      // How many duplicates each operation absorbed: the value the gate delivers.
+      const duplicatesOf = (id: string): Promise<string | null> =>
+        page.locator(`tr[data-operation-id="${id}"] td.duplicates`).getAttribute('data-duplicates');
+      await expect(duplicatesOf(data.dup.operationId)).resolves.toBe('1');
+      await expect(duplicatesOf(data.held.operationId)).resolves.toBe('0');
+      expect(await seen(page.locator('#operations thead'))).toMatch(/duplicates/i);
       await page.screenshot({ path: shot('operations-list'), fullPage: true });
+      await expectNoOverflowAt760(page, shot('operations-list-760'));
 
       await page.locator('a[data-state="unknown"]').click();
       await page.waitForURL(/state=unknown/);
@@ -294,6 +316,11 @@ for (const target of storeTargets()) {
       expect(intent).toContain(`Idempotency-Key: ${data.held.operationId}`);
       expect(intent).toContain('step file-incident');
       expect(intent).toContain('worker worker-7');
+      // The route, request, authority and fingerprint once, in the header; rows say what differs.
+      expect(intent).toMatch(/route\s+POST api\.github\.com \/repos\/\{owner\}\/\{repo\}\/issues/);
+      expect(intent).toContain('authority github-token-label');
+      expect(intent).toContain('fingerprint sha256:0f1e2d3c');
+      expect(intent).toMatch(/duplicates\s+none absorbed/);
 
       const attempts = page.locator('li[data-kind="attempt"]');
       expect(await attempts.count()).toBe(2);
@@ -301,15 +328,17 @@ for (const target of storeTargets()) {
       expect(first).toContain('#1');
       expect(first).toContain('not_sent');
       expect(first).toContain('not sent: connect ECONNREFUSED 140.82.112.6:443');
-      expect(first).toContain('authority github-token-label');
+      expect(first).not.toContain('authority');
+      expect(first).not.toContain('route');
       const second = await seen(attempts.nth(1));
       expect(second).toContain('#2');
       expect(second).toContain('sent_no_response');
       expect(second).toContain(
         'retry of #1: reason connection_not_established, decision previous_attempt_failed, 1 attempt(s) left; same request',
       );
-      expect(second).toContain('route POST api.github.com /repos/{owner}/{repo}/issues');
-      expect(second).toContain('fingerprint sha256:0f1e2d3c');
+      // Same request as #1: neither the route nor the fingerprint is repeated.
+      expect(second).not.toContain('route');
+      expect(second).not.toContain('fingerprint');
       expect(second).toContain('sent, no usable response: timeout');
       expect(second).toContain('(30000 ms)');
       await expect(attempts.nth(1).locator('a[href^="#attempt-"]').getAttribute('href')).resolves.toMatch(
@@ -331,6 +360,7 @@ for (const target of storeTargets()) {
       expect(cardText).toContain('planned recovery');
       expect(cardText).toMatch(/requested\s+\S+ \S+ by decision:/);
       await page.screenshot({ path: shot('operation-held'), fullPage: true });
+      await expectNoOverflowAt760(page, shot('operation-held-760'));
     });
 
     it('shows the duplicate decision with a link to its source, and the replay by the destination', async () => {
@@ -347,6 +377,17 @@ for (const target of storeTargets()) {
       const retry = await seen(page.locator('li[data-kind="attempt"]').nth(1));
       expect(retry).toContain('retry of #1: reason destination_5xx');
       expect(retry).toContain('replayed by the destination (it deduplicated this retry)');
+      // The page counts the duplicates it absorbed, as the list does.
+      await expect(page.locator('#duplicates').getAttribute('data-duplicates')).resolves.toBe('1');
+      expect(await seen(page.locator('#duplicates'))).toContain('1 absorbed');
+      // The destination's reference is a link out (no referrer, no opener), in the row and the header.
+      const ref = page.locator('li[data-kind="attempt"]').nth(1).locator('a.ref');
+      await expect(ref.getAttribute('href')).resolves.toBe('https://github.com/acme/app/issues/2');
+      await expect(ref.getAttribute('rel')).resolves.toBe('noopener noreferrer');
+      await expect(page.locator('#result a.ref').getAttribute('href')).resolves.toBe(
+        'https://github.com/acme/app/issues/2',
+      );
+      await page.screenshot({ path: shot('operation-duplicate'), fullPage: true });
       await link.click();
       await page.waitForURL(`**/ui/operations/${data.dup.operationId}`);
 
@@ -365,6 +406,10 @@ for (const target of storeTargets()) {
       await expect(cards.first().getByRole('button', { name: 'Approve' }).count()).resolves.toBe(1);
       await expect(cards.first().getByRole('button', { name: 'Deny' }).count()).resolves.toBe(1);
       await page.screenshot({ path: shot('approvals'), fullPage: true });
+      await expectNoOverflowAt760(page, shot('approvals-760'));
+      // A crafted confirmation link for no such approval shows no banner.
+      await page.goto(`${base}/ui/approvals?state=requested&decided=no-such-approval`);
+      expect(await page.locator('#confirmation, [role="status"]').count()).toBe(0);
     });
 
     it('refuses a form without its CSRF token (403), and a POST without a session', async () => {
@@ -399,7 +444,16 @@ for (const target of storeTargets()) {
       await card.getByLabel('By').fill('alice@acme.test');
       await card.getByLabel('Reason').fill('checked: the issue <was not> created');
       await card.getByRole('button', { name: 'Approve' }).click();
-      await page.waitForURL(`**/ui/operations/${data.held.operationId}#approval-${data.held.approvalId}`);
+      await page.waitForURL(
+        `**/ui/operations/${data.held.operationId}?decided=${data.held.approvalId}#approval-${data.held.approvalId}`,
+      );
+      // The page it lands on says what was recorded.
+      const confirmation = page.getByRole('status');
+      expect(await seen(confirmation)).toContain(
+        `Approved approval ${data.held.approvalId} by alice@acme.test`,
+      );
+      expect(await seen(confirmation)).toContain('Exactly one more attempt may start');
+      await page.screenshot({ path: shot('approved-confirmation'), fullPage: true });
       const after = page.locator(`article[data-approval-id="${data.held.approvalId}"]`);
       await expect(after.getAttribute('data-state')).resolves.toBe('approved');
       expect(await seen(after.locator('.decided'))).toContain('alice@acme.test');
@@ -432,7 +486,9 @@ for (const target of storeTargets()) {
       expect(message).toMatch(/approv/i);
       expect(await stale.content()).not.toMatch(/\bat (async )?\w+ \(|node:internal|\.ts:\d+/);
       await stale.getByRole('link', { name: 'Back' }).click();
+      // Back from a refusal: no confirmation, nothing was recorded by this form.
       await stale.waitForURL(`**/ui/operations/${data.held.operationId}#approval-${data.held.approvalId}`);
+      expect(await stale.getByRole('status').count()).toBe(0);
       await expect(
         stale.locator(`article[data-approval-id="${data.held.approvalId}"]`).getAttribute('data-state'),
       ).resolves.toBe('used');
@@ -456,7 +512,10 @@ for (const target of storeTargets()) {
       await form.getByLabel('Reason').fill('the issue <is> there, created 10:02');
       await form.getByLabel('Reference(s)').fill('https://github.com/acme/app/issues/77');
       await form.getByRole('button', { name: 'Resolve' }).click();
-      await page.waitForURL(`**/ui/operations/${first.operationId}#observation-*`);
+      await page.waitForURL(`**/ui/operations/${first.operationId}?resolved=*#observation-*`);
+      const resolved = await seen(page.getByRole('status'));
+      expect(resolved).toContain('Resolved as succeeded by carol@acme.test');
+      await page.screenshot({ path: shot('resolved-confirmation'), fullPage: true });
       await expect(page.locator('section.hero').getAttribute('data-state')).resolves.toBe('succeeded');
       expect(await page.locator('#resolve').count()).toBe(0);
       const entry = await seen(page.locator('li[data-kind="observation"]').last());
@@ -464,6 +523,15 @@ for (const target of storeTargets()) {
       expect(entry).toContain('carol@acme.test');
       expect(entry).toContain('the issue <is> there, created 10:02');
       expect(entry).toContain('Settled the operation as succeeded (it was unknown)');
+      const link = page.locator('li[data-kind="observation"]').last().locator('a.ref');
+      await expect(link.getAttribute('href')).resolves.toBe('https://github.com/acme/app/issues/77');
+      await expect(link.getAttribute('rel')).resolves.toBe('noopener noreferrer');
+      // A crafted link naming an observation of another operation (or none) confirms nothing.
+      const observationId = new URL(page.url()).searchParams.get('resolved');
+      await page.goto(`${base}/ui/operations/${data.dup.operationId}?resolved=${observationId}`);
+      expect(await page.getByRole('status').count()).toBe(0);
+      await page.goto(`${base}/ui/operations/${first.operationId}?decided=${data.held.approvalId}`);
+      expect(await page.getByRole('status').count()).toBe(0);
 
       const repeat = await store.decide(reserve(newRun(), key, { unknownRule: 'hold' }));
       expectVerdict(repeat, 'duplicate');
@@ -482,6 +550,7 @@ for (const target of storeTargets()) {
       expectVerdict(halted, 'halted');
 
       await page.goto(`${base}/ui/runs?halted=true`);
+      await expectNoOverflowAt760(page, shot('runs-760'));
       const row = page.locator(`#runs tr[data-run-id="${run}"]`);
       await expect(seen(row)).resolves.toContain('halted');
       await row.getByRole('link', { name: run }).click();
@@ -544,6 +613,9 @@ for (const target of storeTargets()) {
         expect(await seen(p.locator('#intent'))).toContain('<svg/onload=alert(3)>');
         expect(await seen(p.locator('li[data-kind="attempt"]'))).toContain('ref javascript:alert(4)');
         expect(await p.locator('a[href^="javascript:"]').count()).toBe(0);
+        // Its result reference is not an http(s) URL: shown as text, never a link.
+        expect(await seen(p.locator('#result'))).toContain('javascript:alert(4)');
+        expect(await p.locator('#result a, li[data-kind="attempt"] a.ref').count()).toBe(0);
         // The held operation's timeline and its approval card read as well without a script.
         await p.goto(`${base}/ui/operations/${data.held.operationId}`);
         expect(await p.locator('ol.timeline > li').count()).toBeGreaterThanOrEqual(8);

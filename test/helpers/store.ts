@@ -144,6 +144,10 @@ class TestStoreHandle implements TestStore {
     return this.#inner.countOperations(filter);
   }
 
+  countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>> {
+    return this.#inner.countDuplicates(operationIds);
+  }
+
   listObservations(operationId: string): Promise<ObservationRecord[]> {
     return this.#inner.listObservations(operationId);
   }

@@ -3,11 +3,24 @@
  * planned recovery, who asked and who decided; with Approve / Deny forms on a `requested` card and
  * a Revoke form on an approved one not used yet. `GET /ui/approvals?state=` lists them.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ApprovalRecord, ApprovalState } from '../../store/index.js';
-import { APPROVAL_STATES, MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
+import {
+  APPROVAL_STATES,
+  DEFAULT_LIST_LIMIT,
+  InputError,
+  MAX_BY_CHARS,
+  MAX_REASON_CHARS,
+  parseApprovalState,
+  parseLimit,
+  parseName,
+} from '../admin-input.js';
+import { approvalConfirmation } from './confirmation.js';
 import { type Html, html, keyText } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
+import { param, requestedCount, type UiContext } from './ui-context.js';
+import { sendHtml } from './ui-http.js';
 
 export interface CardOptions {
   readonly csrf: string;
@@ -89,6 +102,8 @@ export interface ApprovalsView {
   readonly requested: number | null;
   /** This page's path, where the forms come back to. */
   readonly self: string;
+  /** The approval a form just decided (`?decided=`), when the store has it. */
+  readonly decided?: ApprovalRecord | null;
 }
 
 export function renderApprovalsPage(view: ApprovalsView): Html {
@@ -110,8 +125,57 @@ ${view.approvals.length >= view.limit ? html`<p class="muted">Showing the newest
   return page(
     { title: 'Approvals', csrf: view.csrf, active: 'approvals', requested: view.requested },
     html`<h1>Approvals${view.state === undefined ? '' : html` <span class="muted">· ${view.state}</span>`}</h1>
+${view.decided ? approvalConfirmation(view.decided, `${operationHref(view.decided.operationId)}#approval-${view.decided.id}`) : ''}
 <ul class="pills" aria-label="Approvals per state">${pill(undefined)}${APPROVAL_STATES.map(pill)}</ul>
 ${view.error === null ? '' : html`<p class="banner error" role="alert">${view.error}</p>`}
 ${body}`,
   );
+}
+
+/** `GET /ui/approvals?state=&limit=[&decided=<approval id>]`. */
+export async function serveApprovalsPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  query: URLSearchParams,
+  csrf: string,
+  self: string,
+): Promise<void> {
+  const rawState = param(query, 'state');
+  const rawLimit = param(query, 'limit');
+  const decidedId = validName(param(query, 'decided'));
+  let state: ApprovalState | undefined;
+  let limit = DEFAULT_LIST_LIMIT;
+  let error: string | null = null;
+  try {
+    state = rawState === undefined || rawState === 'all' ? undefined : parseApprovalState('state', rawState);
+    if (rawLimit !== undefined) limit = parseLimit('limit', rawLimit);
+  } catch (err) {
+    if (!(err instanceof InputError)) throw err;
+    error = err.message;
+  }
+  const [approvals, requested, decided] = await Promise.all([
+    error === null
+      ? ctx.store.listApprovals({ ...(state === undefined ? {} : { state }), limit })
+      : Promise.resolve(null),
+    requestedCount(ctx.store),
+    // The decided card has usually left the list it was decided on (requested): read it by id.
+    decidedId === undefined ? Promise.resolve(null) : ctx.store.getApproval(decidedId),
+  ]);
+  sendHtml(
+    req,
+    res,
+    error === null ? 200 : 400,
+    renderApprovalsPage({ state, approvals, limit, error, csrf, requested, self, decided }),
+  );
+}
+
+/** A crafted `?decided=` that could never be an id (a NUL, too long) is simply no confirmation. */
+function validName(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return parseName('approval id', value);
+  } catch {
+    return undefined;
+  }
 }

@@ -7,33 +7,30 @@
  *
  *   GET  /ui/login, POST /ui/login, POST /ui/logout
  *   GET  /ui/ (= /ui/operations)?state=&tool=&key=&tenant=&since=&limit=
- *   GET  /ui/operations/:id
- *   GET  /ui/approvals?state=&limit=
+ *   GET  /ui/operations/:id?decided=<approval id>|resolved=<observation id>
+ *   POST /ui/operations/:id/resolve                (form: csrf, as, by, reason, ref)
+ *   GET  /ui/approvals?state=&limit=&decided=<approval id>
  *   POST /ui/approvals/:id/approve|deny|revoke     (form: csrf, by, reason, [ttl], back)
  *   GET  /ui/runs?halted=true, GET /ui/runs/:id?released=<release id>
  *   POST /ui/runs/:id/release                      (form: csrf, by, reason, tenant, area, agent)
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ApprovalState, OperationRecord, OperationState, Store } from '../../store/index.js';
-import { fullCounts, problemOf } from '../admin-api.js';
+import { problemOf } from '../admin-api.js';
 import { checkAdminAuth, sameSecret } from '../admin-auth.js';
 import {
   DEFAULT_LIST_LIMIT,
   InputError,
   isApprovalAction,
   parseApprovalDecision,
-  parseApprovalState,
-  parseLimit,
   parseName,
-  parseOperationFilter,
 } from '../admin-input.js';
 import { parseResolution } from '../observation-input.js';
 import { parseRunRelease } from '../run-input.js';
-import { loadOperationReport } from '../trail.js';
-import { renderApprovalsPage } from './approvals-page.js';
+import { serveApprovalsPage } from './approvals-page.js';
+import { withConfirmation } from './confirmation.js';
 import { renderErrorPage, renderLoginPage } from './login-page.js';
-import { renderOperationPage } from './operation-page.js';
-import { type OperationsQuery, renderOperationsPage } from './operations-page.js';
+import { serveOperationPage } from './operation-page.js';
+import { operationHref, serveOperationsPage } from './operations-page.js';
 import { renderRunPage, renderRunsPage, runHref } from './runs-page.js';
 import {
   cookieValue,
@@ -45,18 +42,13 @@ import {
   verifyCsrf,
   verifySession,
 } from './session.js';
+import { param, requestedCount, type UiContext } from './ui-context.js';
 import { overTls, readForm, redirect, safeUiPath, sendHtml, UiError } from './ui-http.js';
 
 export { escapeHtml, Html, html } from './html.js';
+export { parseKeyQuery } from './operations-page.js';
 export { SESSION_COOKIE } from './session.js';
-
-export interface UiContext {
-  readonly store: Store;
-  /** The admin token (`resolveAdminToken`); `null`: the pages are disabled and say how to enable them. */
-  readonly token: string | null;
-  /** Where unexpected failures are reported (never with the token). */
-  readonly logger?: { error(fields: Record<string, unknown>, message: string): void } | undefined;
-}
+export type { UiContext } from './ui-context.js';
 
 /** What the error page of a failed request can offer: a way back, and the logout form. */
 interface RequestState {
@@ -190,16 +182,16 @@ async function route(
     (segments.length === 2 && first === 'operations' && second === '')
   ) {
     if (method !== 'GET') throw methodNotAllowed('GET');
-    return operationsPage(req, res, ctx, query, csrf);
+    return serveOperationsPage(req, res, ctx, query, csrf);
   }
   if (segments.length === 2 && first === 'operations') {
     if (method !== 'GET') throw methodNotAllowed('GET');
     state.back = '/ui/operations';
-    return operationPage(req, res, ctx, second!, csrf);
+    return serveOperationPage(req, res, ctx, second!, query, csrf);
   }
   if (segments.length === 1 && first === 'approvals') {
     if (method !== 'GET') throw methodNotAllowed('GET');
-    return approvalsPage(req, res, ctx, query, csrf, self);
+    return serveApprovalsPage(req, res, ctx, query, csrf, self);
   }
   if (segments.length === 1 && first === 'runs') {
     if (method !== 'GET') throw methodNotAllowed('GET');
@@ -236,7 +228,7 @@ async function route(
   if (segments.length === 3 && first === 'operations' && third === 'resolve') {
     if (method !== 'POST') throw methodNotAllowed('POST');
     const id = parseName('operation id', second!);
-    const self = `/ui/operations/${encodeURIComponent(id)}`;
+    const self = operationHref(id);
     state.back = self;
     const form = await checkedForm(req, token, identity);
     // One reference per line (or separated by blanks): duplicate_effect_confirmed names each effect.
@@ -247,7 +239,9 @@ async function route(
       'page',
     );
     const result = await ctx.store.addObservation(input);
-    return redirect(res, `${self}#observation-${encodeURIComponent(result.observationId)}`);
+    // The page it lands on confirms what was recorded (confirmation.ts), next to its timeline row.
+    const landing = `${self}#observation-${encodeURIComponent(result.observationId)}`;
+    return redirect(res, withConfirmation(landing, 'resolved', result.observationId));
   }
   if (segments.length === 3 && first === 'approvals' && isApprovalAction(third!)) {
     if (method !== 'POST') throw methodNotAllowed('POST');
@@ -262,8 +256,8 @@ async function route(
       reason: form.get('reason'),
       ...(third === 'approve' && ttl !== undefined && ttl !== '' ? { ttl } : {}),
     });
-    await ctx.store.decideApproval(decision);
-    return redirect(res, back ?? '/ui/approvals');
+    const decided = await ctx.store.decideApproval(decision);
+    return redirect(res, withConfirmation(back ?? '/ui/approvals', 'decided', decided.id));
   }
   throw new UiError(404, 'Not found', 'No such admin page.');
 }
@@ -310,171 +304,6 @@ async function login(req: IncomingMessage, res: ServerResponse, ctx: UiContext):
   }
   const target = next === null || next.startsWith('/ui/login') ? '/ui/' : next;
   redirect(res, target, { 'set-cookie': sessionCookie(newSession(ctx.token), overTls(req)) });
-}
-
-/** Open approval requests, for the navigation (at most 100 counted). */
-async function requestedCount(store: Store): Promise<number> {
-  return (await store.listApprovals({ state: 'requested', limit: 100 })).length;
-}
-
-/** One query parameter, blank = absent; repeated → the first. */
-function param(query: URLSearchParams, name: string): string | undefined {
-  const v = query.get(name)?.trim();
-  return v === undefined || v === '' ? undefined : v;
-}
-
-/**
- * Key values to search for: a JSON array (`["acme", 42]`, matched exactly), or plain
- * comma-separated text (`acme, api, Disk full` → `["acme","api","Disk full"]`, all strings).
- */
-export function parseKeyQuery(text: string): unknown[] {
-  if (text.startsWith('[')) {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      value = undefined;
-    }
-    if (!Array.isArray(value))
-      throw new InputError(
-        'key must be a JSON array of the key values (e.g. ["acme","api","Disk full"]) or comma-separated text (acme, api, Disk full)',
-      );
-    return value;
-  }
-  return text.split(',').map((s) => s.trim());
-}
-
-async function operationsPage(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: UiContext,
-  query: URLSearchParams,
-  csrf: string,
-): Promise<void> {
-  const q: OperationsQuery = {
-    state: param(query, 'state'),
-    tool: param(query, 'tool'),
-    key: param(query, 'key'),
-    tenant: param(query, 'tenant'),
-    since: param(query, 'since'),
-    limit: param(query, 'limit'),
-  };
-  let filter: ReturnType<typeof parseOperationFilter>;
-  let keyValues: unknown[] | undefined;
-  try {
-    filter = parseOperationFilter(q);
-    keyValues = q.key === undefined ? undefined : parseKeyQuery(q.key);
-  } catch (err) {
-    if (!(err instanceof InputError)) throw err;
-    const requested = await requestedCount(ctx.store);
-    const view = {
-      query: q,
-      state: undefined,
-      operations: null,
-      counts: null,
-      limit: DEFAULT_LIST_LIMIT,
-      keyValues: undefined,
-      error: err.message,
-      csrf,
-      requested,
-    };
-    return sendHtml(req, res, 400, renderOperationsPage(view));
-  }
-  const { state, limit, ...rest } = filter;
-  let operations: OperationRecord[];
-  let counts: Record<OperationState, number>;
-  let requested: number;
-  if (keyValues === undefined) {
-    let partial: Partial<Record<OperationState, number>>;
-    [operations, partial, requested] = await Promise.all([
-      ctx.store.listOperations(filter),
-      ctx.store.countOperations(rest),
-      requestedCount(ctx.store),
-    ]);
-    counts = fullCounts(partial);
-  } else {
-    // The store counts without key values; a key names few operations, so count what matched.
-    let all: OperationRecord[];
-    [all, requested] = await Promise.all([
-      ctx.store.listOperations({ ...rest, keyValues, limit: 1000 }),
-      requestedCount(ctx.store),
-    ]);
-    counts = fullCounts({});
-    for (const o of all) counts[o.state]++;
-    operations = all.filter((o) => state === undefined || o.state === state).slice(0, limit);
-  }
-  sendHtml(
-    req,
-    res,
-    200,
-    renderOperationsPage({
-      query: q,
-      state,
-      operations,
-      counts,
-      limit,
-      keyValues,
-      error: null,
-      csrf,
-      requested,
-    }),
-  );
-}
-
-async function operationPage(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: UiContext,
-  rawId: string,
-  csrf: string,
-): Promise<void> {
-  let id: string;
-  try {
-    id = parseName('operation id', rawId);
-  } catch {
-    throw new UiError(404, 'Not found', 'No such operation.');
-  }
-  const [report, requested] = await Promise.all([
-    loadOperationReport(ctx.store, id),
-    requestedCount(ctx.store),
-  ]);
-  if (report === null) throw new UiError(404, 'Not found', `No operation ${JSON.stringify(id)}.`);
-  const self = `/ui/operations/${encodeURIComponent(id)}`;
-  sendHtml(req, res, 200, renderOperationPage({ report, csrf, requested, self }));
-}
-
-async function approvalsPage(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: UiContext,
-  query: URLSearchParams,
-  csrf: string,
-  self: string,
-): Promise<void> {
-  const rawState = param(query, 'state');
-  const rawLimit = param(query, 'limit');
-  let state: ApprovalState | undefined;
-  let limit = DEFAULT_LIST_LIMIT;
-  let error: string | null = null;
-  try {
-    state = rawState === undefined || rawState === 'all' ? undefined : parseApprovalState('state', rawState);
-    if (rawLimit !== undefined) limit = parseLimit('limit', rawLimit);
-  } catch (err) {
-    if (!(err instanceof InputError)) throw err;
-    error = err.message;
-  }
-  const [approvals, requested] = await Promise.all([
-    error === null
-      ? ctx.store.listApprovals({ ...(state === undefined ? {} : { state }), limit })
-      : Promise.resolve(null),
-    requestedCount(ctx.store),
-  ]);
-  sendHtml(
-    req,
-    res,
-    error === null ? 200 : 400,
-    renderApprovalsPage({ state, approvals, limit, error, csrf, requested, self }),
-  );
 }
 
 async function runsPage(

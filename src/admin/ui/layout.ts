@@ -67,6 +67,9 @@ tr.r-duplicate_effect_confirmed td:first-child{box-shadow:inset 4px 0 0 #b3261e}
 .banner{padding:.7rem 1rem;border-radius:6px;margin:0 0 1rem;border:1px solid}
 .banner.error{background:var(--bad-bg);border-color:#f3c0bd;color:var(--bad)}
 .banner.note{background:var(--info-bg);border-color:#c4d6f7;color:var(--info)}
+.banner.ok{background:var(--ok-bg);border-color:#b7dfc3;color:var(--ok)}
+td.duplicates b{color:var(--ok)}
+a.ref{overflow-wrap:anywhere}
 .hero{border-radius:8px;padding:1rem 1.25rem;margin:0 0 1rem;border:1px solid}
 .hero .state{font-size:2rem;font-weight:800;letter-spacing:.03em;line-height:1.2}
 .hero .meaning{margin-top:.2rem}
@@ -99,6 +102,16 @@ form.decide .wide{grid-column:1/-1}
 form.decide .buttons{grid-column:1/-1;display:flex;gap:.6rem;align-items:center}
 .login{max-width:26rem;margin:4rem auto;background:var(--card);border:1px solid var(--line);border-radius:8px;padding:1.5rem}
 .login form{display:flex;flex-direction:column;gap:.8rem}
+.entry,dl.facts dd{min-width:0;overflow-wrap:anywhere}
+@media (max-width:900px){
+header.top{flex-wrap:wrap;gap:.4rem 1rem;padding:.5rem 1rem}
+main{padding:1rem 1rem 2rem}
+dl.facts{grid-template-columns:8rem minmax(0,1fr)}
+ol.timeline li{grid-template-columns:minmax(0,1fr)}
+form.decide{grid-template-columns:minmax(0,1fr)}
+input,select,textarea{max-width:100%;min-width:0}
+form.search label{flex:1 1 12rem}
+}
 `;
 
 /** A constant (never store data), inserted as is: entities are not decoded inside <style>. */

@@ -3,22 +3,21 @@
  * as `effectgate trail` and `GET /api/operations/:id`: state on top, the intent, then the timeline
  * of decisions, attempts, observations and approval steps, then the approval cards.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationState } from '../../store/index.js';
 import { SETTLED_STATES } from '../../store/index.js';
-import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
-import type {
-  ApprovalEntry,
-  AttemptEntry,
-  DecisionEntry,
-  ObservationEntry,
-  OperationReport,
-  TrailEntry,
-} from '../trail.js';
+import { MAX_BY_CHARS, MAX_REASON_CHARS, parseName } from '../admin-input.js';
+import { type AttemptEntry, loadOperationReport, type OperationReport } from '../trail.js';
 import { renderApprovalCard } from './approvals-page.js';
+import { approvalConfirmation, resolutionConfirmation } from './confirmation.js';
 import { type Html, html, join, keyText } from './html.js';
 import { page, stateMark } from './layout.js';
+import { refHtml } from './links.js';
 import { displayTime, operationHref } from './operations-page.js';
 import { runHref } from './runs-page.js';
+import { dash, evidenceRefs, renderEntry, requestLine } from './timeline-entries.js';
+import { param, requestedCount, type UiContext } from './ui-context.js';
+import { sendHtml, UiError } from './ui-http.js';
 
 export interface OperationView {
   readonly report: OperationReport;
@@ -26,6 +25,8 @@ export interface OperationView {
   readonly requested: number | null;
   /** This page's path, where the approval forms come back to. */
   readonly self: string;
+  /** The approval (`?decided=`) or observation (`?resolved=`) a form just recorded, if it is this operation's. */
+  readonly confirm?: { readonly decided?: string | undefined; readonly resolved?: string | undefined };
 }
 
 /** What each state means for whoever decides what to do next. */
@@ -40,14 +41,19 @@ const MEANING: Readonly<Record<OperationState, string>> = {
     'The effect happened MORE THAN ONCE at the destination: reconciliation found several matching items.',
 };
 
-const dash = (v: string | null | undefined): string => (v === null || v === undefined || v === '' ? '-' : v);
-
 export function renderOperationPage(view: OperationView): Html {
   const { report } = view;
   const op = report.trail.operation;
   const attemptNumbers = new Map(
     report.trail.timeline.flatMap((e) => (e.type === 'attempt' ? [[e.attempt_id, e.number] as const] : [])),
   );
+  const base =
+    report.trail.timeline.find((e): e is AttemptEntry => e.type === 'attempt' && e.number === 1) ??
+    report.trail.timeline.find((e): e is AttemptEntry => e.type === 'attempt') ??
+    null;
+  const explain = report.decisions.find((d) => d.operationId === op.id)?.explain ?? null;
+  const duplicates = report.decisions.filter((d) => d.verdict === 'duplicate').length;
+  const result = resultRef(report);
   const opLink = (id: string): Html =>
     id === op.id
       ? html`<a class="mono" href="${operationHref(id)}">this operation</a>`
@@ -66,7 +72,15 @@ export function renderOperationPage(view: OperationView): Html {
   <dt>owner</dt><dd class="wrap">run <a class="mono" href="${runHref(op.owner.run_id)}">${op.owner.run_id}</a> · step ${dash(op.owner.step)} · worker ${dash(op.owner.worker)} · agent ${dash(op.owner.agent_version)}</dd>
   ${op.supersedes_operation_id === null ? '' : html`<dt>supersedes</dt><dd>${opLink(op.supersedes_operation_id)} <span class="muted">(the request changed materially: a new operation, not a retry)</span></dd>`}
   ${op.superseded_by.length === 0 ? '' : html`<dt>superseded by</dt><dd>${join(op.superseded_by.map(opLink), ', ')}</dd>`}
+  ${
+    base === null
+      ? ''
+      : html`<dt>route</dt><dd class="wrap"><code>${base.destination.route}</code>${explain !== null && explain !== base.destination.route ? html` <span class="muted">· matched ${explain}</span>` : ''}</dd>
+  <dt>request</dt><dd class="wrap"><code>${requestLine(base)}</code> · authority <code>${dash(base.authority_ref)}</code> · fingerprint <code>${base.request_fingerprint}</code>${op.attempts > 1 ? html` <span class="muted">(attempt #${base.number}; a later attempt says what differs)</span>` : ''}</dd>`
+  }
+  ${result === null ? '' : html`<dt>result</dt><dd class="wrap" id="result">${refHtml(result)} <span class="muted">(the destination's reference the gate answers a duplicate with)</span></dd>`}
   <dt>attempts</dt><dd>${op.attempts}</dd>
+  <dt>duplicates</dt><dd id="duplicates" data-duplicates="${duplicates}">${duplicates === 0 ? html`<span class="muted">none absorbed</span>` : html`<b>${duplicates}</b> absorbed: proposed again, answered as duplicates, nothing sent`}</dd>
   <dt>created</dt><dd><time datetime="${op.created_at}">${displayTime(op.created_at)}</time> <span class="muted">· updated</span> <time datetime="${op.updated_at}">${displayTime(op.updated_at)}</time></dd>
 </dl>`;
 
@@ -74,7 +88,7 @@ export function renderOperationPage(view: OperationView): Html {
     report.trail.timeline.length === 0
       ? html`<p class="muted">Nothing recorded yet.</p>`
       : html`<ol class="timeline" id="timeline">
-${report.trail.timeline.map((e) => renderEntry(e, op.id, attemptNumbers))}
+${report.trail.timeline.map((e) => renderEntry(e, { operationId: op.id, attempts: attemptNumbers, base, explain }))}
 </ol>`;
 
   const approvals = [...report.approvals].sort((a, b) => (a.requestedAt < b.requestedAt ? 1 : -1));
@@ -91,7 +105,7 @@ ${report.trail.timeline.map((e) => renderEntry(e, op.id, attemptNumbers))}
 
   return page(
     { title: `Operation ${op.id}`, csrf: view.csrf, active: 'operations', requested: view.requested },
-    html`${hero}
+    html`${confirmation(view)}${hero}
 <h1>Operation <code>${op.id}</code></h1>
 ${facts}
 ${resolveForm(view)}
@@ -124,172 +138,50 @@ function resolveForm(view: OperationView): Html | string {
 </section>`;
 }
 
-function renderEntry(e: TrailEntry, self: string, attempts: ReadonlyMap<string, number>): Html {
-  const id =
-    e.type === 'attempt'
-      ? `attempt-${e.attempt_id}`
-      : e.type === 'decision'
-        ? `decision-${e.decision_id}`
-        : e.type === 'observation'
-          ? `observation-${e.observation_id}`
-          : null;
-  let body: Html;
-  switch (e.type) {
-    case 'decision':
-      body = decisionBody(e, self, attempts);
-      break;
-    case 'attempt':
-      body = attemptBody(e);
-      break;
-    case 'observation':
-      body = observationBody(e);
-      break;
-    case 'approval':
-      body = approvalBody(e, attempts);
-      break;
+/** The banner for what a form on this page just recorded: only a record of this operation gets one. */
+function confirmation(view: OperationView): Html | null {
+  const { decided, resolved } = view.confirm ?? {};
+  const approval = decided === undefined ? undefined : view.report.approvals.find((a) => a.id === decided);
+  if (approval !== undefined) return approvalConfirmation(approval, `#approval-${approval.id}`);
+  const observation =
+    resolved === undefined ? undefined : view.report.observations.find((o) => o.id === resolved);
+  return observation === undefined ? null : resolutionConfirmation(observation);
+}
+
+/**
+ * The reference a duplicate is answered with, as the store picks it when the key moved on
+ * (eg_delegated.sql): the one the evidence that settled the operation brought, else the last one
+ * a response carried.
+ */
+function resultRef(report: OperationReport): string | null {
+  const op = report.operation;
+  const settling = report.observations.filter((o) => o.result === op.state).at(-1);
+  const evidence = settling === undefined ? undefined : evidenceRefs(settling.facts)[0];
+  if (typeof evidence === 'string' && evidence !== '') return evidence;
+  const attempt = [...op.attempts].sort((a, b) => b.number - a.number).find((a) => a.destinationRef !== null);
+  return attempt?.destinationRef ?? null;
+}
+
+/** `GET /ui/operations/:id[?decided=<approval id>|?resolved=<observation id>]`. */
+export async function serveOperationPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  rawId: string,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  let id: string;
+  try {
+    id = parseName('operation id', rawId);
+  } catch {
+    throw new UiError(404, 'Not found', 'No such operation.');
   }
-  return html`<li class="t-${e.type}"${id === null ? '' : html` id="${id}"`} data-kind="${e.type}">
-  <time datetime="${e.at}">${displayTime(e.at)}</time>
-  <div class="entry">${body}</div>
-</li>
-`;
-}
-
-function attemptRef(attemptId: string | null, attempts: ReadonlyMap<string, number>): Html {
-  if (attemptId === null) return html`-`;
-  const n = attempts.get(attemptId);
-  return n === undefined ? html`<code>${attemptId}</code>` : html`<a href="#attempt-${attemptId}">#${n}</a>`;
-}
-
-function decisionBody(e: DecisionEntry, self: string, attempts: ReadonlyMap<string, number>): Html {
-  const lines: Html[] = [
-    html`<p class="head"><span class="kind">decision</span> <b>${e.verdict}</b>${e.reason ? html` (${e.reason})` : ''} · run <a class="mono" href="${runHref(e.run_id)}">${e.run_id}</a>${e.step ? html` · step ${e.step}` : ''}</p>`,
-  ];
-  if (e.verdict === 'duplicate' && e.source_operation_id !== null) {
-    const src = e.source_operation_id;
-    lines.push(
-      html`<p>skipped as a duplicate of <a class="source-link mono" href="${operationHref(src)}">${src === self ? `this operation (${src})` : src}</a>: nothing was sent; the earlier response was not replayed.</p>`,
-    );
-  }
-  if (e.attempt_id !== null) lines.push(html`<p>made attempt ${attemptRef(e.attempt_id, attempts)}</p>`);
-  lines.push(html`<p class="muted wrap">matched ${e.explain}</p>`);
-  return join(lines);
-}
-
-function attemptBody(e: AttemptEntry): Html {
-  const d = e.destination;
-  const defaultPort = (d.scheme === 'https' && d.port === 443) || (d.scheme === 'http' && d.port === 80);
-  const dispatch = e.dispatch_state ?? 'in flight';
-  const lines: Html[] = [
-    html`<p class="head"><span class="kind">attempt</span> <b>#${e.number}</b> <span class="badge d-${e.dispatch_state ?? 'inflight'}">${dispatch}</span> <span class="wrap">${d.method} ${d.host}${defaultPort ? '' : `:${d.port}`} ${d.path}</span></p>`,
-    html`<p class="by">by run <a class="mono" href="${runHref(e.run_id)}">${e.run_id}</a>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker <b class="worker">${e.worker}</b>` : ''}</p>`,
-  ];
-  if (e.retry_of_number !== null) {
-    lines.push(
-      html`<p class="retry">retry of <a href="#attempt-${e.retry_of_attempt_id ?? ''}">#${e.retry_of_number}</a>: reason <b>${e.retry_reason ?? 'none in the closed set'}</b>, decision <b>${dash(e.retry_decision)}</b>, ${e.remaining_attempts ?? '?'} attempt(s) left; ${
-        e.fingerprint_changed
-          ? html`<span class="changed">request CHANGED</span>`
-          : html`<span class="same">same request</span>`
-      }</p>`,
-    );
-  } else if (e.remaining_attempts !== null) {
-    lines.push(
-      html`<p class="muted">first attempt; ${e.remaining_attempts} more attempt(s) in the budget</p>`,
-    );
-  }
-  lines.push(
-    html`<p class="wrap">route <code>${e.destination.route}</code> · authority <code>${dash(e.authority_ref)}</code> · fingerprint <code>${e.request_fingerprint}</code></p>`,
-  );
-  const summary =
-    e.replayed === true
-      ? html`<span class="replayed">${e.response_summary}</span>`
-      : html`${e.response_summary}`;
-  lines.push(
-    html`<p class="wrap response">response: ${summary}${e.duration_ms === null ? '' : html` <span class="muted">(${formatMs(e.duration_ms)})</span>`}</p>`,
-  );
-  if (e.recovered_at !== null)
-    lines.push(
-      html`<p>marked sent_no_response by crash recovery at <time datetime="${e.recovered_at}">${displayTime(e.recovered_at)}</time></p>`,
-    );
-  lines.push(
-    html`<p class="muted wrap">run <a class="mono" href="${runHref(e.run_id)}">${e.run_id}</a>${e.step ? html` · step ${e.step}` : ''}${e.worker ? html` · worker ${e.worker}` : ''}${e.response_fingerprint ? html` · response <code>${e.response_fingerprint}</code>` : ''}</p>`,
-  );
-  return join(lines);
-}
-
-function formatMs(ms: number): string {
-  return `${Number.isInteger(ms) ? ms : ms.toFixed(1)} ms`;
-}
-
-function observationBody(e: ObservationEntry): Html {
-  const lines: Html[] = [
-    html`<p class="head"><span class="kind">observation</span> ${e.kind}: <b>${e.result}</b></p>`,
-  ];
-  const f = e.facts as Record<string, unknown>;
-  if (e.kind === 'reconciliation') {
-    const refs = Array.isArray(f['remoteRefs']) ? (f['remoteRefs'] as unknown[]) : [];
-    lines.push(
-      html`<p class="wrap">looked up <code>${String(f['endpoint'] ?? '?')}</code>: ${String(f['matches'] ?? 0)} match(es)${
-        refs.length > 0 ? html`, refs ${join(refs.map(refHtml), ', ')}` : ''
-      }${f['status'] === null || f['status'] === undefined ? '' : html` · status ${String(f['status'])}`}${f['error'] ? html`; ${String(f['error'])}` : ''}</p>`,
-    );
-    lines.push(
-      html`<p><b>${
-        e.result === 'match'
-          ? 'The effect is at the destination: the operation succeeded (via reconciliation).'
-          : e.result === 'multiple'
-            ? 'The effect is there MORE THAN ONCE: duplicate_effect_confirmed.'
-            : e.result === 'inconclusive'
-              ? 'The lookup gave no usable answer: the outcome stays unknown.'
-              : 'Absence proves little: the outcome stays unknown.'
-      }</b></p>`,
-    );
-  } else if (e.kind === 'gate_restarted') {
-    lines.push(
-      html`<p>The gate stopped mid-dispatch; after the restart this attempt was marked sent_no_response.</p>`,
-    );
-  } else if (e.kind === 'outcome_lost') {
-    lines.push(
-      html`<p>No outcome was recorded before the reservation expired; the attempt was marked sent_no_response.</p>`,
-    );
-  } else {
-    lines.push(outsideEvidence(e, f));
-  }
-  return join(lines);
-}
-
-/** An operator's decision, a callback, a read-back or a note: who said what, and what it settled. */
-function outsideEvidence(e: ObservationEntry, f: Record<string, unknown>): Html {
-  const refs = Array.isArray(f['refs'])
-    ? (f['refs'] as unknown[])
-    : f['destinationRef']
-      ? [f['destinationRef']]
-      : [];
-  const said = html`by <b>${String(f['by'] ?? '?')}</b>${f['reason'] ? html`: ${String(f['reason'])}` : ''}${
-    f['status'] === undefined ? '' : html` · status ${String(f['status'])}`
-  }${refs.length > 0 ? html` · ref ${join(refs.map(refHtml), ', ')}` : ''}${
-    f['payloadFingerprint'] ? html` · payload <code>${String(f['payloadFingerprint'])}</code>` : ''
-  }`;
-  const meaning =
-    e.result === 'noted'
-      ? 'Recorded as evidence; the state did not change.'
-      : e.result === 'not_settled'
-        ? `It said ${String(f['settles'] ?? '?')}, but the operation was already ${String(f['stateAtObservation'] ?? '?')}: kept as evidence, nothing changed.`
-        : `Settled the operation as ${e.result} (it was ${String(f['stateAtObservation'] ?? '?')}).`;
-  return html`<p class="wrap">${said}</p><p><b>${meaning}</b></p>`;
-}
-
-/** A remote reference: shown as text (never a link: the URL came from a destination's response). */
-function refHtml(ref: unknown): Html {
-  return html`<code>${ref === null ? 'null' : String(ref)}</code>`;
-}
-
-function approvalBody(e: ApprovalEntry, attempts: ReadonlyMap<string, number>): Html {
-  const lines: Html[] = [
-    html`<p class="head"><span class="kind">approval</span> <b>${e.event}</b>${e.by ? html` by ${e.by}` : ''}${e.reason ? html`: ${e.reason}` : ''} <a class="muted mono" href="#approval-${e.approval_id}">(${e.approval_id})</a></p>`,
-  ];
-  if (e.planned_recovery) lines.push(html`<p class="wrap">planned: ${e.planned_recovery}</p>`);
-  if (e.attempt_id) lines.push(html`<p>used by attempt ${attemptRef(e.attempt_id, attempts)}</p>`);
-  if (e.grant_id) lines.push(html`<p class="grant">under session grant <code>${e.grant_id}</code></p>`);
-  return join(lines);
+  const [report, requested] = await Promise.all([
+    loadOperationReport(ctx.store, id),
+    requestedCount(ctx.store),
+  ]);
+  if (report === null) throw new UiError(404, 'Not found', `No operation ${JSON.stringify(id)}.`);
+  const confirm = { decided: param(query, 'decided'), resolved: param(query, 'resolved') };
+  sendHtml(req, res, 200, renderOperationPage({ report, csrf, requested, self: operationHref(id), confirm }));
 }

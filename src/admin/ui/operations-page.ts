@@ -2,10 +2,14 @@
  * `GET /ui/` (`/ui/operations`): counts per state as filter links, a search by tool, key values,
  * tenant and time, and the matching operations, newest first.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationRecord, OperationState } from '../../store/index.js';
-import { OPERATION_STATES } from '../admin-input.js';
+import { fullCounts } from '../admin-api.js';
+import { DEFAULT_LIST_LIMIT, InputError, OPERATION_STATES, parseOperationFilter } from '../admin-input.js';
 import { type Html, html, keyText, truncate } from './html.js';
 import { page, stateBadge } from './layout.js';
+import { param, requestedCount, type UiContext } from './ui-context.js';
+import { sendHtml } from './ui-http.js';
 
 export interface OperationsQuery {
   readonly state?: string | undefined;
@@ -22,6 +26,8 @@ export interface OperationsView {
   readonly state: OperationState | undefined;
   /** `null` when the query was refused (see `error`). */
   readonly operations: readonly OperationRecord[] | null;
+  /** Duplicates each listed operation absorbed (`Store.countDuplicates`); absent = none. */
+  readonly duplicates: Readonly<Record<string, number>>;
   readonly counts: Readonly<Record<OperationState, number>> | null;
   readonly limit: number;
   /** The key values searched for, as parsed (shown so "a, b" vs `["a","b"]` is never a guess). */
@@ -93,17 +99,19 @@ export function renderOperationsPage(view: OperationsView): Html {
     results = html`<p class="banner note">No operation matches${view.state === undefined ? '' : html` in state <b>${view.state}</b>`}.</p>`;
   } else {
     results = html`<div class="scroll"><table id="operations">
-<thead><tr><th>Operation</th><th>State</th><th>Tool</th><th>Scope</th><th>Key values</th><th class="num">Attempts</th><th>Created</th></tr></thead>
+<thead><tr><th>Operation</th><th>State</th><th class="num">Attempts</th><th class="num" title="proposals answered as duplicates of it: nothing sent">Duplicates</th><th>Tool</th><th>Scope</th><th>Key values</th><th>Created</th></tr></thead>
 <tbody>
 ${view.operations.map((o) => {
   const key = keyText(o.keyValues);
+  const duplicates = Object.hasOwn(view.duplicates, o.id) ? (view.duplicates[o.id] ?? 0) : 0;
   return html`<tr class="r-${o.state}" data-operation-id="${o.id}">
   <td><a class="mono id" href="${operationHref(o.id)}">${o.id}</a></td>
   <td>${stateBadge(o.state)}</td>
+  <td class="num">${o.attempts.length}</td>
+  <td class="num duplicates" data-duplicates="${duplicates}">${duplicates === 0 ? html`<span class="muted">0</span>` : html`<b>${duplicates}</b>`}</td>
   <td class="wrap">${o.toolId}</td>
   <td class="wrap">${o.scope.tenant} / ${o.scope.area} / ${o.scope.agent}</td>
   <td class="key wrap-any"><code title="${key}">${truncate(key, 90)}</code></td>
-  <td class="num">${o.attempts.length}</td>
   <td><time datetime="${o.createdAt}">${displayTime(o.createdAt)}</time></td>
 </tr>`;
 })}
@@ -126,4 +134,107 @@ ${results}`,
 /** `2025-06-01T12:00:00.123Z` → `2025-06-01 12:00:00.123Z` (the store's own instant, UTC). */
 export function displayTime(at: string): string {
   return at.replace('T', ' ');
+}
+
+/**
+ * Key values to search for: a JSON array (`["acme", 42]`, matched exactly), or plain
+ * comma-separated text (`acme, api, Disk full` → `["acme","api","Disk full"]`, all strings).
+ */
+export function parseKeyQuery(text: string): unknown[] {
+  if (text.startsWith('[')) {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      value = undefined;
+    }
+    if (!Array.isArray(value))
+      throw new InputError(
+        'key must be a JSON array of the key values (e.g. ["acme","api","Disk full"]) or comma-separated text (acme, api, Disk full)',
+      );
+    return value;
+  }
+  return text.split(',').map((s) => s.trim());
+}
+
+/** `GET /ui/` (`/ui/operations`) `?state=&tool=&key=&tenant=&since=&limit=`. */
+export async function serveOperationsPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  const q: OperationsQuery = {
+    state: param(query, 'state'),
+    tool: param(query, 'tool'),
+    key: param(query, 'key'),
+    tenant: param(query, 'tenant'),
+    since: param(query, 'since'),
+    limit: param(query, 'limit'),
+  };
+  let filter: ReturnType<typeof parseOperationFilter>;
+  let keyValues: unknown[] | undefined;
+  try {
+    filter = parseOperationFilter(q);
+    keyValues = q.key === undefined ? undefined : parseKeyQuery(q.key);
+  } catch (err) {
+    if (!(err instanceof InputError)) throw err;
+    const requested = await requestedCount(ctx.store);
+    const view = {
+      query: q,
+      state: undefined,
+      operations: null,
+      duplicates: {},
+      counts: null,
+      limit: DEFAULT_LIST_LIMIT,
+      keyValues: undefined,
+      error: err.message,
+      csrf,
+      requested,
+    };
+    return sendHtml(req, res, 400, renderOperationsPage(view));
+  }
+  const { state, limit, ...rest } = filter;
+  let operations: OperationRecord[];
+  let counts: Record<OperationState, number>;
+  let requested: number;
+  if (keyValues === undefined) {
+    let partial: Partial<Record<OperationState, number>>;
+    [operations, partial, requested] = await Promise.all([
+      ctx.store.listOperations(filter),
+      ctx.store.countOperations(rest),
+      requestedCount(ctx.store),
+    ]);
+    counts = fullCounts(partial);
+  } else {
+    // The store counts without key values; a key names few operations, so count what matched.
+    let all: OperationRecord[];
+    [all, requested] = await Promise.all([
+      ctx.store.listOperations({ ...rest, keyValues, limit: 1000 }),
+      requestedCount(ctx.store),
+    ]);
+    counts = fullCounts({});
+    for (const o of all) counts[o.state]++;
+    operations = all.filter((o) => state === undefined || o.state === state).slice(0, limit);
+  }
+  // One grouped read for the rows shown (after the list: it needs their ids).
+  const duplicates = await ctx.store.countDuplicates(operations.map((o) => o.id));
+  sendHtml(
+    req,
+    res,
+    200,
+    renderOperationsPage({
+      query: q,
+      state,
+      operations,
+      duplicates,
+      counts,
+      limit,
+      keyValues,
+      error: null,
+      csrf,
+      requested,
+    }),
+  );
 }

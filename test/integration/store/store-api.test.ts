@@ -80,6 +80,24 @@ for (const target of storeTargets()) {
       expect(await store.getDecision('no-such-decision')).toBeNull();
     });
 
+    it('countDuplicates counts the duplicate decisions of each operation in one round trip', async () => {
+      const key = newKey();
+      const done = await store.decide(reserve(newRun(), key));
+      expectVerdict(done, 'allow');
+      await store.recordOutcome(outcome(done, key, 'succeeded'));
+      expectVerdict(await store.decide(reserve(newRun(), key)), 'duplicate');
+      expectVerdict(await store.decide(reserve(newRun(), key)), 'duplicate');
+      const other = newKey();
+      const none = await store.decide(reserve(newRun(), other));
+      expectVerdict(none, 'allow');
+      const before = store.stats.roundTrips;
+      const counts = await store.countDuplicates([done.operationId, none.operationId, 'no-such-operation']);
+      expect(store.stats.roundTrips - before).toBe(1);
+      // Only operations that absorbed a duplicate are named; the allow of `none` is not one.
+      expect(counts).toEqual({ [done.operationId]: 2 });
+      expect(await store.countDuplicates([])).toEqual({});
+    });
+
     it('driver errors surface as StoreError with the cause kept', async () => {
       const key = newKey();
       const allow = await store.decide(reserve(newRun(), key));

@@ -51,6 +51,7 @@ describe('store socket of an embedded store', () => {
     const ops = await remote.listOperations({ state: 'open' });
     expect(ops.map((o) => o.id)).toEqual([opId]);
     expect(await remote.countOperations()).toEqual({ open: 1 });
+    expect(await remote.countDuplicates([opId])).toEqual({});
     expect((await remote.getOperation(opId))?.attempts).toHaveLength(1);
     expect(await remote.chainHeads()).toHaveLength(64);
     await remote.close();

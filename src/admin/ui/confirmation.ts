@@ -1,0 +1,61 @@
+/**
+ * What the page a form lands on says was recorded (issue 14 item 8): after Approve / Deny /
+ * Revoke and Resolve the redirect names the record (`?decided=<approval id>`,
+ * `?resolved=<observation id>`, like the run page's `?released=`), and the page shows a
+ * `role="status"` banner read from that record. Only a record the page really has gets one, and
+ * its words come from the store, not the link: a crafted link shows nothing, or the truth.
+ */
+import type { ApprovalRecord, ObservationRecord } from '../../store/index.js';
+import { type Html, html } from './html.js';
+import { displayTime } from './operations-page.js';
+
+/** `path` (a same-origin `/ui/…` path, perhaps with a query and a fragment) with `name=value` set. */
+export function withConfirmation(path: string, name: string, value: string): string {
+  const url = new URL(path, 'http://ui.invalid');
+  url.searchParams.set(name, value);
+  return `${url.pathname}${url.search}${url.hash}`;
+}
+
+function banner(body: Html): Html {
+  return html`<p class="banner ok" role="status" id="confirmation">${body}</p>`;
+}
+
+/** The banner for an approval just decided (`card`: where its card is), `null` when it carries no decision. */
+export function approvalConfirmation(a: ApprovalRecord, card: string): Html | null {
+  const reason = a.reason ? html`: ${a.reason}` : '';
+  const link = html`<a href="${card}" class="mono">${a.id}</a>`;
+  if (a.revokedAt !== null) {
+    return banner(
+      html`<b>Revoked</b> approval ${link} by ${a.revokedBy ?? '?'}${reason}. The retry it allowed may no longer start.`,
+    );
+  }
+  if (a.decidedAt === null) return null;
+  if (a.state === 'denied') {
+    return banner(
+      html`<b>Denied</b> approval ${link} by ${a.decidedBy ?? '?'}${reason}. No retry is sent on its account.`,
+    );
+  }
+  if (a.state === 'withdrawn') return null;
+  const until =
+    a.expiresAt === null
+      ? ''
+      : html` It may start until <time datetime="${a.expiresAt}">${displayTime(a.expiresAt)}</time>.`;
+  return banner(
+    html`<b>Approved</b> approval ${link} by ${a.decidedBy ?? '?'}${reason}. Exactly one more attempt may start.${until}`,
+  );
+}
+
+/** The banner for an observation just recorded from the Resolve form (or posted as evidence). */
+export function resolutionConfirmation(o: ObservationRecord): Html | null {
+  const f = o.facts as Record<string, unknown>;
+  if (f['by'] === undefined) return null; // a lookup or a restart: nobody submitted it
+  const entry = html`<a href="#observation-${o.id}">in the timeline</a>`;
+  const by = String(f['by']);
+  const what =
+    o.result === 'noted'
+      ? html`<b>Noted</b> by ${by}: recorded as evidence, the state did not change`
+      : o.result === 'not_settled'
+        ? html`<b>Recorded</b> by ${by}, but the operation was already ${String(f['stateAtObservation'] ?? '?')}: kept as evidence, nothing changed`
+        : html`<b>Resolved</b> as <b>${o.result}</b> by ${by}`;
+  return banner(html`${what} (${entry}).`);
+}
