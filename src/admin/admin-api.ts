@@ -32,6 +32,7 @@ import {
   sendJson,
 } from './admin-http.js';
 import {
+  APPROVAL_ACTIONS,
   DEFAULT_LIST_LIMIT,
   InputError,
   isApprovalAction,
@@ -44,6 +45,7 @@ import {
   parseName,
   parseOperationFilter,
 } from './admin-input.js';
+import { AdminRouter } from './admin-router.js';
 import { GRANT_FIELDS, parseGrant } from './grant-input.js';
 import {
   OBSERVATION_FIELDS,
@@ -64,65 +66,33 @@ export interface AdminApiContext {
   readonly query: URLSearchParams;
 }
 
-type Handler = (ctx: AdminApiContext, params: readonly string[]) => Promise<unknown>;
+type Handler = (ctx: AdminApiContext, params: Readonly<Record<string, string>>) => Promise<unknown>;
 
-interface Route {
-  /** Literal segments, or `:` for a parameter. */
-  readonly pattern: readonly string[];
-  readonly method: 'GET' | 'POST';
-  readonly handler: Handler;
-}
-
-const ROUTES: readonly Route[] = [
-  { pattern: ['operations'], method: 'GET', handler: listOperations },
-  { pattern: ['operations', ':'], method: 'GET', handler: getOperation },
-  { pattern: ['runs'], method: 'GET', handler: listRuns },
-  { pattern: ['runs', ':'], method: 'GET', handler: getRun },
-  { pattern: ['runs', ':', 'release'], method: 'POST', handler: releaseRun },
-  { pattern: ['approvals'], method: 'GET', handler: listApprovals },
-  { pattern: ['approvals', ':'], method: 'GET', handler: getApproval },
-  { pattern: ['approvals', ':', ':action'], method: 'POST', handler: decideApproval },
-  { pattern: ['operations', ':', 'resolve'], method: 'POST', handler: resolveOperation },
-  { pattern: ['operations', ':', 'observations'], method: 'POST', handler: postObservation },
-  { pattern: ['observations'], method: 'POST', handler: postObservationByLookup },
-  { pattern: ['grants'], method: 'GET', handler: listGrants },
-  { pattern: ['grants'], method: 'POST', handler: createGrant },
-  { pattern: ['grants', ':', 'revoke'], method: 'POST', handler: revokeGrant },
-];
+/** Every `/api` route (paths after `/api`); `admin-router.ts` matches them. */
+const ROUTER = new AdminRouter<Handler>([
+  { method: 'GET', path: '/operations', handler: listOperations },
+  { method: 'GET', path: '/operations/:id', handler: getOperation },
+  { method: 'POST', path: '/operations/:id/resolve', handler: resolveOperation },
+  { method: 'POST', path: '/operations/:id/observations', handler: postObservation },
+  { method: 'POST', path: '/observations', handler: postObservationByLookup },
+  { method: 'GET', path: '/runs', handler: listRuns },
+  { method: 'GET', path: '/runs/:id', handler: getRun },
+  { method: 'POST', path: '/runs/:id/release', handler: releaseRun },
+  { method: 'GET', path: '/approvals', handler: listApprovals },
+  { method: 'GET', path: '/approvals/:id', handler: getApproval },
+  { method: 'POST', path: `/approvals/:id/:action(${APPROVAL_ACTIONS.join('|')})`, handler: decideApproval },
+  { method: 'GET', path: '/grants', handler: listGrants },
+  { method: 'POST', path: '/grants', handler: createGrant },
+  { method: 'POST', path: '/grants/:id/revoke', handler: revokeGrant },
+]);
 
 /** Routes one authenticated `/api/*` request; throws `HttpProblem` (or a store error) on refusal. */
 export async function handleAdminApi(ctx: AdminApiContext): Promise<void> {
-  const matching = ROUTES.map((route) => ({ route, params: match(route.pattern, ctx.segments) })).filter(
-    (m): m is { route: Route; params: string[] } => m.params !== null,
-  );
-  if (matching.length === 0) throw notFound(`No admin API route ${describePath(ctx.segments)}.`);
-  const method = ctx.req.method === 'HEAD' ? 'GET' : ctx.req.method;
-  const hit = matching.find((m) => m.route.method === method);
-  if (hit === undefined) {
-    const allow = [
-      ...new Set(matching.flatMap((m) => (m.route.method === 'GET' ? ['GET', 'HEAD'] : ['POST']))),
-    ];
-    throw methodNotAllowed(ctx.req.method, allow);
-  }
-  const body = await hit.route.handler(ctx, hit.params);
+  const hit = ROUTER.match(ctx.req.method, ctx.segments);
+  if (hit.kind === 'not_found') throw notFound(`No admin API route ${describePath(ctx.segments)}.`);
+  if (hit.kind === 'wrong_method') throw methodNotAllowed(ctx.req.method, hit.allow);
+  const body = await hit.handler(ctx, hit.params);
   sendJson(ctx.req, ctx.res, 200, body);
-}
-
-function match(pattern: readonly string[], segments: readonly string[]): string[] | null {
-  if (pattern.length !== segments.length) return null;
-  const params: string[] = [];
-  for (let i = 0; i < pattern.length; i++) {
-    const p = pattern[i]!;
-    const s = segments[i]!;
-    if (p === ':action') {
-      if (!isApprovalAction(s)) return null;
-      params.push(s);
-    } else if (p === ':') {
-      if (s === '') return null;
-      params.push(s);
-    } else if (p !== s) return null;
-  }
-  return params;
 }
 
 function describePath(segments: readonly string[]): string {
@@ -176,7 +146,10 @@ async function listOperations(ctx: AdminApiContext): Promise<unknown> {
   return { operations, counts: fullCounts(counts) };
 }
 
-async function getOperation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function getOperation(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('operation id', rawId!);
   const report = await loadOperationReport(ctx.store, id);
@@ -196,7 +169,10 @@ async function listRuns(ctx: AdminApiContext): Promise<unknown> {
   return { runs };
 }
 
-async function getRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function getRun(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('run id', rawId!);
   const [decisions, runs] = await Promise.all([
@@ -210,7 +186,10 @@ async function getRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise
   return { run_id: id, runs, decisions };
 }
 
-async function releaseRun(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function releaseRun(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const body = await readJsonObject(ctx.req);
   onlyMembers(body, RUN_RELEASE_FIELDS, 'by, reason and optionally tenant, area, agent');
@@ -226,7 +205,10 @@ async function listApprovals(ctx: AdminApiContext): Promise<unknown> {
   return { approvals };
 }
 
-async function getApproval(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function getApproval(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('approval id', rawId!);
   const approval = await ctx.store.getApproval(id);
@@ -236,7 +218,10 @@ async function getApproval(ctx: AdminApiContext, [rawId]: readonly string[]): Pr
 
 const DECISION_FIELDS = ['by', 'reason', 'ttl'] as const;
 
-async function decideApproval(ctx: AdminApiContext, [rawId, action]: readonly string[]): Promise<unknown> {
+async function decideApproval(
+  ctx: AdminApiContext,
+  { id: rawId, action }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('approval id', rawId!);
   if (action === undefined || !isApprovalAction(action)) throw notFound('No such approval action.');
@@ -250,7 +235,10 @@ async function decideApproval(ctx: AdminApiContext, [rawId, action]: readonly st
   return ctx.store.decideApproval(decision);
 }
 
-async function resolveOperation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function resolveOperation(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('operation id', rawId!);
   const body = await readJsonObject(ctx.req);
@@ -263,7 +251,10 @@ async function resolveOperation(ctx: AdminApiContext, [rawId]: readonly string[]
   return ctx.store.addObservation(input);
 }
 
-async function postObservation(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function postObservation(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('operation id', rawId!);
   const body = await readJsonObject(ctx.req);
@@ -316,7 +307,10 @@ async function createGrant(ctx: AdminApiContext): Promise<unknown> {
   return ctx.store.createGrant(parseGrant(body));
 }
 
-async function revokeGrant(ctx: AdminApiContext, [rawId]: readonly string[]): Promise<unknown> {
+async function revokeGrant(
+  ctx: AdminApiContext,
+  { id: rawId }: Readonly<Record<string, string>>,
+): Promise<unknown> {
   queryOf(ctx, []);
   const id = idOf('grant id', rawId!);
   const body = await readJsonObject(ctx.req);

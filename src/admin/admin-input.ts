@@ -225,8 +225,11 @@ export function parseDecisionReason(name: string, value: unknown): string {
 
 export type ApprovalAction = ApprovalDecisionInput['action'];
 
+/** The decisions an operator takes on an approval card, as the API and the pages spell them. */
+export const APPROVAL_ACTIONS: readonly ApprovalAction[] = Object.freeze(['approve', 'deny', 'revoke']);
+
 export function isApprovalAction(value: string): value is ApprovalAction {
-  return value === 'approve' || value === 'deny' || value === 'revoke';
+  return (APPROVAL_ACTIONS as readonly string[]).includes(value);
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Store } from '../store/index.js';
 import { handleAdminApi, problemOf } from './admin-api.js';
 import { ADMIN_TOKEN_ENV, checkAdminAuth } from './admin-auth.js';
 import { badRequest, HttpProblem, methodNotAllowed, notFound, sendJson, sendProblem } from './admin-http.js';
+import { AdminRouter } from './admin-router.js';
 import { createPrometheusMetrics, type PrometheusMetrics } from './metrics.js';
 import { handleUi } from './ui/index.js';
 
@@ -95,27 +96,48 @@ async function route(
     });
     return;
   }
-  const path = raw.length === 1 ? raw[0] : undefined;
-  if (path !== 'healthz' && path !== 'readyz' && path !== 'metrics') throw notFound('No such admin route.');
-  if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed(req.method, ['GET', 'HEAD']);
-  if (path === 'healthz') return sendJson(req, res, 200, { status: 'ok' });
-  if (path === 'metrics') {
-    // Open like /healthz, on purpose: Prometheus scrapers usually carry no bearer token, and the
-    // admin token unlocks approvals, so it should not sit in every scrape config. Nothing here is
-    // secret: counts and timings labelled by verdict, tool id, outcome and operation state, never a
-    // key value, a run id, a credential or request content. Keep --admin on loopback or a private
-    // interface, as for the rest of the admin server.
-    const { contentType, text } = await metrics.scrape();
-    const body = Buffer.from(text, 'utf8');
-    res.writeHead(200, {
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
-      'content-type': contentType,
-      'content-length': String(body.byteLength),
-    });
-    res.end(req.method === 'HEAD' ? undefined : body);
-    return;
-  }
+  const hit = PROBES.match(req.method, raw);
+  if (hit.kind === 'not_found') throw notFound('No such admin route.');
+  if (hit.kind === 'wrong_method') throw methodNotAllowed(req.method, hit.allow);
+  await hit.handler({ options, metrics, req, res });
+}
+
+interface ProbeContext {
+  readonly options: AdminServerOptions;
+  readonly metrics: PrometheusMetrics;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+}
+
+/** The unauthenticated probes, beside `/api` and `/ui` (admin-router.ts matches them). */
+const PROBES = new AdminRouter<(ctx: ProbeContext) => Promise<void>>([
+  {
+    method: 'GET',
+    path: '/healthz',
+    handler: async ({ req, res }) => sendJson(req, res, 200, { status: 'ok' }),
+  },
+  { method: 'GET', path: '/readyz', handler: readyz },
+  { method: 'GET', path: '/metrics', handler: scrape },
+]);
+
+async function scrape({ metrics, req, res }: ProbeContext): Promise<void> {
+  // Open like /healthz, on purpose: Prometheus scrapers usually carry no bearer token, and the
+  // admin token unlocks approvals, so it should not sit in every scrape config. Nothing here is
+  // secret: counts and timings labelled by verdict, tool id, outcome and operation state, never a
+  // key value, a run id, a credential or request content. Keep --admin on loopback or a private
+  // interface, as for the rest of the admin server.
+  const { contentType, text } = await metrics.scrape();
+  const body = Buffer.from(text, 'utf8');
+  res.writeHead(200, {
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'content-type': contentType,
+    'content-length': String(body.byteLength),
+  });
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+async function readyz({ options, req, res }: ProbeContext): Promise<void> {
   const { store } = options;
   try {
     await store.ping();

@@ -18,12 +18,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { problemOf } from '../admin-api.js';
 import { checkAdminAuth, sameSecret } from '../admin-auth.js';
 import {
-  DEFAULT_LIST_LIMIT,
+  APPROVAL_ACTIONS,
   InputError,
   isApprovalAction,
   parseApprovalDecision,
   parseName,
 } from '../admin-input.js';
+import { AdminRouter } from '../admin-router.js';
 import { parseResolution } from '../observation-input.js';
 import { parseRunRelease } from '../run-input.js';
 import { serveApprovalsPage } from './approvals-page.js';
@@ -31,7 +32,7 @@ import { withConfirmation } from './confirmation.js';
 import { renderErrorPage, renderLoginPage } from './login-page.js';
 import { serveOperationPage } from './operation-page.js';
 import { operationHref, serveOperationsPage } from './operations-page.js';
-import { renderRunPage, renderRunsPage, runHref } from './runs-page.js';
+import { runHref, serveRunPage, serveRunsPage } from './runs-page.js';
 import {
   cookieValue,
   csrfToken,
@@ -42,7 +43,7 @@ import {
   verifyCsrf,
   verifySession,
 } from './session.js';
-import { param, requestedCount, type UiContext } from './ui-context.js';
+import type { UiContext } from './ui-context.js';
 import { overTls, readForm, redirect, safeUiPath, sendHtml, UiError } from './ui-http.js';
 
 export { escapeHtml, Html, html } from './html.js';
@@ -124,8 +125,71 @@ function authenticate(req: IncomingMessage, token: string | null): string | null
   return cookie !== undefined && verifySession(cookie, token) ? cookie : null;
 }
 
-function methodNotAllowed(allow: 'GET' | 'POST'): UiError {
-  const list = allow === 'GET' ? 'GET, HEAD' : 'POST';
+/**
+ * A request for a page behind the session: what every page handler gets. `form()` reads the
+ * posted form after checking it comes from this site and carries this session's CSRF token.
+ */
+interface PageRequest {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly ctx: UiContext;
+  readonly query: URLSearchParams;
+  readonly params: Readonly<Record<string, string>>;
+  readonly state: RequestState;
+  readonly csrf: string;
+  /** This page's own path and query, where its forms come back to. */
+  readonly self: string;
+  readonly identity: string;
+  form(): Promise<Map<string, string>>;
+}
+
+type PageHandler = (p: PageRequest) => Promise<void>;
+
+/** The pages served without a session (paths after `/ui`; admin-router.ts matches them). */
+const PUBLIC = new AdminRouter<
+  (req: IncomingMessage, res: ServerResponse, ctx: UiContext, query: URLSearchParams) => Promise<void>
+>([
+  { method: 'GET', path: '/login', handler: async (req, res, ctx, query) => loginPage(req, res, ctx, query) },
+  { method: 'POST', path: '/login', handler: async (req, res, ctx) => login(req, res, ctx) },
+]);
+
+const operationsList: PageHandler = (p) => serveOperationsPage(p.req, p.res, p.ctx, p.query, p.csrf);
+
+/** The pages behind the session (paths after `/ui`). */
+const PAGES = new AdminRouter<PageHandler>([
+  { method: 'GET', path: '/', handler: operationsList },
+  { method: 'GET', path: '/operations', handler: operationsList },
+  { method: 'GET', path: '/operations/', handler: operationsList },
+  {
+    method: 'GET',
+    path: '/operations/:id',
+    handler: (p) => {
+      p.state.back = '/ui/operations';
+      return serveOperationPage(p.req, p.res, p.ctx, p.params['id']!, p.query, p.csrf);
+    },
+  },
+  { method: 'POST', path: '/operations/:id/resolve', handler: resolveOperation },
+  {
+    method: 'GET',
+    path: '/approvals',
+    handler: (p) => serveApprovalsPage(p.req, p.res, p.ctx, p.query, p.csrf, p.self),
+  },
+  { method: 'POST', path: `/approvals/:id/:action(${APPROVAL_ACTIONS.join('|')})`, handler: decideApproval },
+  { method: 'GET', path: '/runs', handler: (p) => serveRunsPage(p.req, p.res, p.ctx, p.query, p.csrf) },
+  {
+    method: 'GET',
+    path: '/runs/:id',
+    handler: (p) => {
+      p.state.back = '/ui/runs';
+      return serveRunPage(p.req, p.res, p.ctx, p.params['id']!, p.query, p.csrf);
+    },
+  },
+  { method: 'POST', path: '/runs/:id/release', handler: releaseRun },
+  { method: 'POST', path: '/logout', handler: logout },
+]);
+
+function methodNotAllowed(allow: readonly string[]): UiError {
+  const list = allow.join(', ');
   return new UiError(405, 'Method not allowed', `Use ${list} here.`, { allow: list });
 }
 
@@ -147,21 +211,18 @@ async function route(
   state: RequestState,
 ): Promise<void> {
   const raw = path.split('/').slice(2);
-  const method = req.method === 'HEAD' ? 'GET' : req.method;
   if (raw.length === 0) {
-    if (method !== 'GET') throw methodNotAllowed('GET');
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw methodNotAllowed(['GET', 'HEAD']);
     return redirect(res, '/ui/');
   }
-  if (raw.length === 1 && raw[0] === 'login') {
-    if (method === 'GET') return loginPage(req, res, ctx, query);
-    if (method === 'POST') return login(req, res, ctx);
-    throw methodNotAllowed('GET');
-  }
+  const open = PUBLIC.match(req.method, raw);
+  if (open.kind === 'found') return open.handler(req, res, ctx, query);
+  if (open.kind === 'wrong_method') throw methodNotAllowed(open.allow);
 
   const identity = authenticate(req, ctx.token);
   if (identity === null) {
     // Nothing about the pages is told without a session, not even whether a path exists.
-    const original = method === 'GET' ? safeUiPath(req.url) : null;
+    const original = req.method === 'GET' || req.method === 'HEAD' ? safeUiPath(req.url) : null;
     return redirect(
       res,
       original === null || original === '/ui/'
@@ -173,93 +234,81 @@ async function route(
   const csrf = csrfToken(token, identity);
   state.csrf = csrf;
   state.back = '/ui/';
-  const self = safeUiPath(req.url) ?? '/ui/';
-  const segments = raw.map(decodeSegment);
+  const hit = PAGES.match(req.method, raw.map(decodeSegment));
+  if (hit.kind === 'not_found') throw new UiError(404, 'Not found', 'No such admin page.');
+  if (hit.kind === 'wrong_method') throw methodNotAllowed(hit.allow);
+  return hit.handler({
+    req,
+    res,
+    ctx,
+    query,
+    params: hit.params,
+    state,
+    csrf,
+    self: safeUiPath(req.url) ?? '/ui/',
+    identity,
+    form: () => checkedForm(req, token, identity),
+  });
+}
 
-  const [first, second, third] = segments;
-  if (
-    (segments.length === 1 && (first === '' || first === 'operations')) ||
-    (segments.length === 2 && first === 'operations' && second === '')
-  ) {
-    if (method !== 'GET') throw methodNotAllowed('GET');
-    return serveOperationsPage(req, res, ctx, query, csrf);
-  }
-  if (segments.length === 2 && first === 'operations') {
-    if (method !== 'GET') throw methodNotAllowed('GET');
-    state.back = '/ui/operations';
-    return serveOperationPage(req, res, ctx, second!, query, csrf);
-  }
-  if (segments.length === 1 && first === 'approvals') {
-    if (method !== 'GET') throw methodNotAllowed('GET');
-    return serveApprovalsPage(req, res, ctx, query, csrf, self);
-  }
-  if (segments.length === 1 && first === 'runs') {
-    if (method !== 'GET') throw methodNotAllowed('GET');
-    return runsPage(req, res, ctx, query, csrf);
-  }
-  if (segments.length === 2 && first === 'runs') {
-    if (method !== 'GET') throw methodNotAllowed('GET');
-    state.back = '/ui/runs';
-    return runPage(req, res, ctx, second!, query, csrf);
-  }
-  if (segments.length === 3 && first === 'runs' && third === 'release') {
-    if (method !== 'POST') throw methodNotAllowed('POST');
-    const id = parseName('run id', second!);
-    state.back = runHref(id);
-    const form = await checkedForm(req, token, identity);
-    const run = await ctx.store.releaseRun(
-      parseRunRelease(id, {
-        by: form.get('by'),
-        reason: form.get('reason'),
-        tenant: form.get('tenant'),
-        area: form.get('area'),
-        agent: form.get('agent'),
-      }),
-    );
-    const release = run.releases.at(-1)?.id ?? '';
-    return redirect(res, `${runHref(id)}?released=${encodeURIComponent(release)}#confirmation`);
-  }
-  if (segments.length === 1 && first === 'logout') {
-    if (method !== 'POST') throw methodNotAllowed('POST');
-    await checkedForm(req, token, identity);
-    if (identity !== 'bearer') endSession(identity);
-    return redirect(res, '/ui/login', { 'set-cookie': sessionCookie(null, overTls(req)) });
-  }
-  if (segments.length === 3 && first === 'operations' && third === 'resolve') {
-    if (method !== 'POST') throw methodNotAllowed('POST');
-    const id = parseName('operation id', second!);
-    const self = operationHref(id);
-    state.back = self;
-    const form = await checkedForm(req, token, identity);
-    // One reference per line (or separated by blanks): duplicate_effect_confirmed names each effect.
-    const refs = (form.get('ref') ?? '').split(/\s+/).filter((r) => r !== '');
-    const input = parseResolution(
-      id,
-      { as: form.get('as'), by: form.get('by'), reason: form.get('reason'), ref: refs },
-      'page',
-    );
-    const result = await ctx.store.addObservation(input);
-    // The page it lands on confirms what was recorded (confirmation.ts), next to its timeline row.
-    const landing = `${self}#observation-${encodeURIComponent(result.observationId)}`;
-    return redirect(res, withConfirmation(landing, 'resolved', result.observationId));
-  }
-  if (segments.length === 3 && first === 'approvals' && isApprovalAction(third!)) {
-    if (method !== 'POST') throw methodNotAllowed('POST');
-    state.back = '/ui/approvals';
-    const form = await checkedForm(req, token, identity);
-    const back = safeUiPath(form.get('back'));
-    if (back !== null) state.back = back;
-    const id = parseName('approval id', second!);
-    const ttl = form.get('ttl')?.trim();
-    const decision = parseApprovalDecision(id, third, {
+async function logout(p: PageRequest): Promise<void> {
+  await p.form();
+  if (p.identity !== 'bearer') endSession(p.identity);
+  redirect(p.res, '/ui/login', { 'set-cookie': sessionCookie(null, overTls(p.req)) });
+}
+
+async function releaseRun(p: PageRequest): Promise<void> {
+  const id = parseName('run id', p.params['id']!);
+  p.state.back = runHref(id);
+  const form = await p.form();
+  const run = await p.ctx.store.releaseRun(
+    parseRunRelease(id, {
       by: form.get('by'),
       reason: form.get('reason'),
-      ...(third === 'approve' && ttl !== undefined && ttl !== '' ? { ttl } : {}),
-    });
-    const decided = await ctx.store.decideApproval(decision);
-    return redirect(res, withConfirmation(back ?? '/ui/approvals', 'decided', decided.id));
-  }
-  throw new UiError(404, 'Not found', 'No such admin page.');
+      tenant: form.get('tenant'),
+      area: form.get('area'),
+      agent: form.get('agent'),
+    }),
+  );
+  const release = run.releases.at(-1)?.id ?? '';
+  redirect(p.res, `${runHref(id)}?released=${encodeURIComponent(release)}#confirmation`);
+}
+
+async function resolveOperation(p: PageRequest): Promise<void> {
+  const id = parseName('operation id', p.params['id']!);
+  const self = operationHref(id);
+  p.state.back = self;
+  const form = await p.form();
+  // One reference per line (or separated by blanks): duplicate_effect_confirmed names each effect.
+  const refs = (form.get('ref') ?? '').split(/\s+/).filter((r) => r !== '');
+  const input = parseResolution(
+    id,
+    { as: form.get('as'), by: form.get('by'), reason: form.get('reason'), ref: refs },
+    'page',
+  );
+  const result = await p.ctx.store.addObservation(input);
+  // The page it lands on confirms what was recorded (confirmation.ts), next to its timeline row.
+  const landing = `${self}#observation-${encodeURIComponent(result.observationId)}`;
+  redirect(p.res, withConfirmation(landing, 'resolved', result.observationId));
+}
+
+async function decideApproval(p: PageRequest): Promise<void> {
+  const action = p.params['action']!;
+  // The route admits only these (APPROVAL_ACTIONS); the check narrows the type.
+  if (!isApprovalAction(action)) throw new UiError(404, 'Not found', 'No such admin page.');
+  p.state.back = '/ui/approvals';
+  const form = await p.form();
+  const back = safeUiPath(form.get('back'));
+  if (back !== null) p.state.back = back;
+  const id = parseName('approval id', p.params['id']!);
+  const ttl = form.get('ttl')?.trim();
+  const decision = parseApprovalDecision(id, action, {
+    by: form.get('by'),
+    reason: form.get('reason'),
+    ...(action === 'approve' && ttl !== undefined && ttl !== '' ? { ttl } : {}),
+  });
+  const decided = await p.ctx.store.decideApproval(decision);
+  redirect(p.res, withConfirmation(back ?? '/ui/approvals', 'decided', decided.id));
 }
 
 /** The posted form, after checking it comes from this site and carries this session's CSRF token. */
@@ -304,47 +353,4 @@ async function login(req: IncomingMessage, res: ServerResponse, ctx: UiContext):
   }
   const target = next === null || next.startsWith('/ui/login') ? '/ui/' : next;
   redirect(res, target, { 'set-cookie': sessionCookie(newSession(ctx.token), overTls(req)) });
-}
-
-async function runsPage(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: UiContext,
-  query: URLSearchParams,
-  csrf: string,
-): Promise<void> {
-  const halted = param(query, 'halted') === 'true';
-  const [runs, requested] = await Promise.all([
-    ctx.store.listRuns({ ...(halted ? { halted: true } : {}), limit: DEFAULT_LIST_LIMIT }),
-    requestedCount(ctx.store),
-  ]);
-  sendHtml(req, res, 200, renderRunsPage({ runs, halted, limit: DEFAULT_LIST_LIMIT, csrf, requested }));
-}
-
-async function runPage(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: UiContext,
-  rawId: string,
-  query: URLSearchParams,
-  csrf: string,
-): Promise<void> {
-  let id: string;
-  try {
-    id = parseName('run id', rawId);
-  } catch {
-    throw new UiError(404, 'Not found', 'No such run.');
-  }
-  const [runs, decisions, requested] = await Promise.all([
-    ctx.store.listRuns({ runId: id }),
-    ctx.store.listDecisions({ runId: id }),
-    requestedCount(ctx.store),
-  ]);
-  if (runs.length === 0 && decisions.length === 0) {
-    throw new UiError(404, 'Not found', `No run ${JSON.stringify(id)}.`);
-  }
-  // A confirmation only for a release this run really has (a crafted link shows none).
-  const asked = param(query, 'released');
-  const released = runs.some((r) => r.releases.some((x) => x.id === asked)) ? asked! : null;
-  sendHtml(req, res, 200, renderRunPage({ id, runs, decisions, csrf, requested, released }));
 }

@@ -4,11 +4,14 @@
  * every decision it made, each linked to its operation. A halted run is the one thing an operator
  * must act on here, so it leads the page.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DecisionRecord, RunRecord } from '../../store/index.js';
-import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
+import { DEFAULT_LIST_LIMIT, MAX_BY_CHARS, MAX_REASON_CHARS, parseName } from '../admin-input.js';
 import { type Html, html } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
+import { param, requestedCount, type UiContext } from './ui-context.js';
+import { sendHtml, UiError } from './ui-http.js';
 
 /** A run's page (the gate refuses `.` and `..` as run ids: a browser would drop the segment). */
 export function runHref(id: string): string {
@@ -99,4 +102,47 @@ function runCard(r: RunRecord, csrf: string, self: string): Html {
 </dl>
 ${form}
 </article>`;
+}
+
+export async function serveRunsPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  const halted = param(query, 'halted') === 'true';
+  const [runs, requested] = await Promise.all([
+    ctx.store.listRuns({ ...(halted ? { halted: true } : {}), limit: DEFAULT_LIST_LIMIT }),
+    requestedCount(ctx.store),
+  ]);
+  sendHtml(req, res, 200, renderRunsPage({ runs, halted, limit: DEFAULT_LIST_LIMIT, csrf, requested }));
+}
+
+export async function serveRunPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: UiContext,
+  rawId: string,
+  query: URLSearchParams,
+  csrf: string,
+): Promise<void> {
+  let id: string;
+  try {
+    id = parseName('run id', rawId);
+  } catch {
+    throw new UiError(404, 'Not found', 'No such run.');
+  }
+  const [runs, decisions, requested] = await Promise.all([
+    ctx.store.listRuns({ runId: id }),
+    ctx.store.listDecisions({ runId: id }),
+    requestedCount(ctx.store),
+  ]);
+  if (runs.length === 0 && decisions.length === 0) {
+    throw new UiError(404, 'Not found', `No run ${JSON.stringify(id)}.`);
+  }
+  // A confirmation only for a release this run really has (a crafted link shows none).
+  const asked = param(query, 'released');
+  const released = runs.some((r) => r.releases.some((x) => x.id === asked)) ? asked! : null;
+  sendHtml(req, res, 200, renderRunPage({ id, runs, decisions, csrf, requested, released }));
 }
