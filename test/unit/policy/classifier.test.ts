@@ -170,15 +170,21 @@ describe('ToolMatcher', () => {
 
   it('explains a route, and its body conditions', async () => {
     const set = await loadPolicies(EXAMPLE_POLICIES);
-    expect(set.tools[0]!.match.explain()).toBe('POST api.github.com /repos/{owner}/{repo}/issues');
-    expect(set.tools[1]!.match.explain()).toBe(
+    const tool = (id: string) => set.tools.find((t) => t.id === id)!;
+    expect(tool('github.create_issue').match.explain()).toBe(
+      'POST api.github.com /repos/{owner}/{repo}/issues',
+    );
+    expect(tool('example.create_issue').match.explain()).toBe(
+      'POST 127.0.0.1:9090 /repos/{owner}/{repo}/issues',
+    );
+    expect(tool('mcp.create_ticket').match.explain()).toBe(
       'POST mcp.example.com /mcp body $.method=tools/call, $.params.name=create_ticket',
     );
   });
 
   it('matches a route on its own, with the same rules as the classifier', async () => {
     const set = await loadPolicies(EXAMPLE_POLICIES);
-    const match = set.tools[0]!.match;
+    const match = set.tools.find((t) => t.id === 'github.create_issue')!.match;
     expect({ ...match.matchRoute(req('api.github.com', 'POST', '/repos/a/b/issues'))?.params }).toEqual({
       owner: 'a',
       repo: 'b',

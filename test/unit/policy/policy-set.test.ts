@@ -96,12 +96,20 @@ describe('policy set', () => {
 
   it('loads the shipped example policies folder', async () => {
     const set = await loadPolicies(EXAMPLE_POLICIES);
-    expect(set.files).toEqual([join(EXAMPLE_POLICIES, 'github.yaml'), join(EXAMPLE_POLICIES, 'mcp.yaml')]);
+    expect(set.files).toEqual(
+      ['example-tracker.yaml', 'github.yaml', 'mcp.yaml'].map((f) => join(EXAMPLE_POLICIES, f)),
+    );
     expect(set.default).toBe('allow');
     expect(set.loopBreaker.maxDuplicateSkips).toBe(3);
-    expect(set.tools.map((t) => t.id)).toEqual(['github.create_issue', 'mcp.create_ticket']);
+    expect(set.tools.map((t) => t.id)).toEqual([
+      'example.create_issue',
+      'github.create_issue',
+      'mcp.create_ticket',
+    ]);
+    // The README's example destination: one port of loopback, nothing else.
+    expect(set.tools[0]!.match.explain()).toBe('POST 127.0.0.1:9090 /repos/{owner}/{repo}/issues');
 
-    const gh = set.tools[0]!;
+    const gh = set.tools[1]!;
     expect(gh.effect).toBe('create');
     expect(gh.dedupe).toMatchObject({
       windowMs: 86_400_000,
@@ -122,7 +130,7 @@ describe('policy set', () => {
     ]);
     expect(gh.verdict.protocol).toBe('http');
 
-    const mcp = set.tools[1]!;
+    const mcp = set.tools[2]!;
     expect(mcp.match.hasBodyConditions).toBe(true);
     expect(mcp.dedupe!.windowMs).toBe(3_600_000);
     expect(mcp.verdict.protocol).toBe('jsonrpc');
