@@ -16,6 +16,19 @@ export function withConfirmation(path: string, name: string, value: string): str
   return `${url.pathname}${url.search}${url.hash}`;
 }
 
+/** The query names a confirmation is carried in (here, and the run page's `released`). */
+const CONFIRMATIONS = ['decided', 'resolved', 'released'] as const;
+
+/**
+ * `path` without any confirmation: where a form comes back to, or an error page's Back link, must
+ * not confirm an earlier action again after this one failed.
+ */
+export function withoutConfirmation(path: string): string {
+  const url = new URL(path, 'http://ui.invalid');
+  for (const name of CONFIRMATIONS) url.searchParams.delete(name);
+  return `${url.pathname}${url.search}${url.hash}`;
+}
+
 function banner(body: Html): Html {
   return html`<p class="banner ok" role="status" id="confirmation">${body}</p>`;
 }
@@ -36,6 +49,20 @@ export function approvalConfirmation(a: ApprovalRecord, card: string): Html | nu
     );
   }
   if (a.state === 'withdrawn') return null;
+  // The words say what the card is now, not what the link claims was just done: a stale or
+  // crafted `?decided=` on a card whose retry already ran, or that expired, must not read as a
+  // pending permission.
+  if (a.state === 'used') {
+    return banner(
+      html`Approval ${link} (approved by ${a.decidedBy ?? '?'}${reason}) is <b>used</b>: the one retry it allowed has started${a.usedByAttemptId === null ? '' : html` (attempt <code>${a.usedByAttemptId}</code>)`}.`,
+    );
+  }
+  if (a.state === 'expired') {
+    return banner(
+      html`Approval ${link} (approved by ${a.decidedBy ?? '?'}${reason}) has <b>expired</b> unused: no retry may start on its account.`,
+    );
+  }
+  if (a.state !== 'approved') return null;
   const until =
     a.expiresAt === null
       ? ''

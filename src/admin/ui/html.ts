@@ -40,6 +40,16 @@ export function escapeHtml(text: string): string {
   return visibleText(text.replace(UNPRINTABLE, '\ufffd')).replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
 }
 
+/**
+ * A form field's value, escaped for a quoted attribute and nothing else: it is posted back, so it
+ * must round-trip exactly (escapeHtml would write an invisible character as its code point, and
+ * the form would then name another scope or search for other text). Values are names and queries
+ * the gate already refuses control characters in.
+ */
+export function formValue(text: string): Html {
+  return new Html(text.replace(/[&<>"'`]/g, (c) => ESCAPES[c]!));
+}
+
 function render(value: Fragment): string {
   if (value === null || value === undefined || value === false) return '';
   if (value instanceof Html) return value.text;

@@ -28,7 +28,7 @@ import { AdminRouter } from '../admin-router.js';
 import { parseResolution } from '../observation-input.js';
 import { parseRunRelease } from '../run-input.js';
 import { serveApprovalsPage } from './approvals-page.js';
-import { withConfirmation } from './confirmation.js';
+import { withConfirmation, withoutConfirmation } from './confirmation.js';
 import { renderErrorPage, renderLoginPage } from './login-page.js';
 import { serveOperationPage } from './operation-page.js';
 import { operationHref, serveOperationsPage } from './operations-page.js';
@@ -245,7 +245,7 @@ async function route(
     params: hit.params,
     state,
     csrf,
-    self: safeUiPath(req.url) ?? '/ui/',
+    self: withoutConfirmation(safeUiPath(req.url) ?? '/ui/'),
     identity,
     form: () => checkedForm(req, token, identity),
   });
@@ -298,7 +298,8 @@ async function decideApproval(p: PageRequest): Promise<void> {
   if (!isApprovalAction(action)) throw new UiError(404, 'Not found', 'No such admin page.');
   p.state.back = '/ui/approvals';
   const form = await p.form();
-  const back = safeUiPath(form.get('back'));
+  const posted = safeUiPath(form.get('back'));
+  const back = posted === null ? null : withoutConfirmation(posted);
   if (back !== null) p.state.back = back;
   const id = parseName('approval id', p.params['id']!);
   const ttl = form.get('ttl')?.trim();

@@ -64,7 +64,7 @@ td.key{min-width:15rem}
 tr.r-unknown td:first-child{box-shadow:inset 4px 0 0 #e0a800}
 tr.r-duplicate_effect_confirmed{background:#fff3f2}
 tr.r-duplicate_effect_confirmed td:first-child{box-shadow:inset 4px 0 0 #b3261e}
-.banner{padding:.7rem 1rem;border-radius:6px;margin:0 0 1rem;border:1px solid}
+.banner{padding:.7rem 1rem;border-radius:6px;margin:0 0 1rem;border:1px solid;overflow-wrap:anywhere}
 .banner.error{background:var(--bad-bg);border-color:#f3c0bd;color:var(--bad)}
 .banner.note{background:var(--info-bg);border-color:#c4d6f7;color:var(--info)}
 .banner.ok{background:var(--ok-bg);border-color:#b7dfc3;color:var(--ok)}
@@ -96,6 +96,8 @@ article.card{background:var(--card);border:1px solid var(--line);border-radius:8
 article.card.k-requested{border-color:#ecc35c;box-shadow:inset 4px 0 0 #e0a800}
 article.card:target{outline:2px solid #8fb4ff}
 article.card header{display:flex;justify-content:space-between;align-items:center;gap:.5rem;margin-bottom:.5rem}
+article.card header>span:first-child{min-width:0;overflow-wrap:anywhere}
+article.card header>.badge{flex:none}
 article.card dl.facts{grid-template-columns:9.5rem 1fr;border:0;padding:0}
 form.decide{display:grid;grid-template-columns:1fr 2fr;gap:.5rem .75rem;margin-top:.8rem;padding-top:.8rem;border-top:1px dashed var(--line)}
 form.decide .wide{grid-column:1/-1}

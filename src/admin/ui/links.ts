@@ -20,6 +20,8 @@ export function httpUrl(ref: string): string | null {
     return null;
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') return null;
+  // `https://github.com@evil.example/…` reads as one host and goes to another.
+  if (url.username !== '' || url.password !== '') return null;
   // The parsed form: percent-encoded, so the href is exactly what the browser will request.
   return url.href;
 }

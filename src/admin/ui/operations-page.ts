@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationRecord, OperationState } from '../../store/index.js';
 import { fullCounts } from '../admin-api.js';
 import { DEFAULT_LIST_LIMIT, InputError, OPERATION_STATES, parseOperationFilter } from '../admin-input.js';
-import { type Html, html, keyText, truncate } from './html.js';
+import { formValue, type Html, html, keyText, truncate } from './html.js';
 import { page, stateBadge } from './layout.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
 import { sendHtml } from './ui-http.js';
@@ -75,15 +75,15 @@ export function renderOperationsPage(view: OperationsView): Html {
 </ul>`;
 
   const search = html`<form class="search" method="get" action="/ui/operations" role="search">
-  <label>Tool <input name="tool" value="${q.tool ?? ''}" placeholder="github.create_issue" size="22"></label>
-  <label>Key values <input name="key" value="${q.key ?? ''}" placeholder='acme, api, Disk full   or   ["acme",1]' size="34"></label>
-  <label>Tenant <input name="tenant" value="${q.tenant ?? ''}" size="10"></label>
-  <label>Since <input name="since" value="${q.since ?? ''}" placeholder="24h, 7d, 2025-06-01" size="18"></label>
+  <label>Tool <input name="tool" value="${formValue(q.tool ?? '')}" placeholder="github.create_issue" size="22"></label>
+  <label>Key values <input name="key" value="${formValue(q.key ?? '')}" placeholder='acme, api, Disk full   or   ["acme",1]' size="34"></label>
+  <label>Tenant <input name="tenant" value="${formValue(q.tenant ?? '')}" size="10"></label>
+  <label>Since <input name="since" value="${formValue(q.since ?? '')}" placeholder="24h, 7d, 2025-06-01" size="18"></label>
   <label>State <select name="state">
     <option value="">any</option>
     ${OPERATION_STATES.map((s) => html`<option value="${s}"${view.state === s ? html` selected` : ''}>${s}</option>`)}
   </select></label>
-  ${q.limit !== undefined && q.limit !== '' ? html`<input type="hidden" name="limit" value="${q.limit}">` : ''}
+  ${q.limit !== undefined && q.limit !== '' ? html`<input type="hidden" name="limit" value="${formValue(q.limit)}">` : ''}
   <button type="submit" class="primary">Search</button>
   <a href="/ui/operations">clear</a>
 </form>`;

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DecisionRecord, RunRecord } from '../../store/index.js';
 import { DEFAULT_LIST_LIMIT, MAX_BY_CHARS, MAX_REASON_CHARS, parseName } from '../admin-input.js';
-import { type Html, html } from './html.js';
+import { formValue, type Html, html } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
@@ -56,8 +56,8 @@ export interface RunView {
   readonly decisions: readonly DecisionRecord[];
   readonly csrf: string;
   readonly requested: number | null;
-  /** Set after a release: the confirmation shown at the top. */
-  readonly released: string | null;
+  /** Set after a release that still stands (its scope's latest, the run not halted again). */
+  readonly released: { readonly id: string; readonly scope: RunRecord['scope'] } | null;
 }
 
 export function renderRunPage(view: RunView): Html {
@@ -74,7 +74,7 @@ export function renderRunPage(view: RunView): Html {
   return page(
     { title: `Run ${view.id}`, csrf: view.csrf, active: 'runs', requested: view.requested },
     html`<h1>Run <code class="wrap">${view.id}</code></h1>
-${view.released === null ? '' : html`<p class="banner note" role="status" id="confirmation">Released: the run's next governed call is decided as usual, and its duplicate counts start again (release <code>${view.released}</code>).</p>`}
+${view.released === null ? '' : html`<p class="banner note" role="status" id="confirmation">Released in ${view.released.scope.tenant} / ${view.released.scope.area} / ${view.released.scope.agent}: the run's next governed call there is decided as usual, and its duplicate counts start again (release <code>${view.released.id}</code>).</p>`}
 ${cards.length === 0 ? html`<p class="muted">The loop breaker never skipped a duplicate for this run.</p>` : html`<div class="cards">${cards}</div>`}
 <h2>Decisions <span class="muted">(${String(view.decisions.length)})</span></h2>
 <div class="scroll"><table id="decisions"><thead><tr><th>at</th><th>verdict</th><th>tool</th><th>operation</th></tr></thead><tbody>${rows}</tbody></table></div>`,
@@ -87,7 +87,7 @@ function runCard(r: RunRecord, csrf: string, self: string): Html {
       ? ''
       : html`<form class="decide" method="post" action="${self}/release" aria-label="Release run ${r.id}">
   <input type="hidden" name="csrf" value="${csrf}">
-  <input type="hidden" name="tenant" value="${r.scope.tenant}"><input type="hidden" name="area" value="${r.scope.area}"><input type="hidden" name="agent" value="${r.scope.agent}">
+  <input type="hidden" name="tenant" value="${formValue(r.scope.tenant)}"><input type="hidden" name="area" value="${formValue(r.scope.area)}"><input type="hidden" name="agent" value="${formValue(r.scope.agent)}">
   <label>By <input name="by" required maxlength="${MAX_BY_CHARS}" placeholder="you@example.com" autocomplete="username"></label>
   <label>Reason <input name="reason" required maxlength="${MAX_REASON_CHARS}" placeholder="why the run may go on"></label>
   <div class="buttons"><button type="submit" class="approve">Release</button><span class="muted">Its halt stays in the trail; its duplicate counts start again.</span></div>
@@ -141,8 +141,11 @@ export async function serveRunPage(
   if (runs.length === 0 && decisions.length === 0) {
     throw new UiError(404, 'Not found', `No run ${JSON.stringify(id)}.`);
   }
-  // A confirmation only for a release this run really has (a crafted link shows none).
+  // A confirmation only for a release that still stands: this run's, the latest of its scope, and
+  // the run not halted since (a crafted or stale link shows none).
   const asked = param(query, 'released');
-  const released = runs.some((r) => r.releases.some((x) => x.id === asked)) ? asked! : null;
+  const standing = runs.find((r) => r.haltedAt === null && r.releases.at(-1)?.id === asked);
+  const released =
+    standing === undefined || asked === undefined ? null : { id: asked, scope: standing.scope };
   sendHtml(req, res, 200, renderRunPage({ id, runs, decisions, csrf, requested, released }));
 }
