@@ -168,6 +168,11 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
 
   const policies = await loadPolicies(values.policies);
   const storeUrl = resolveStoreUrl(values.store);
+  // Opening an embedded store the first time takes seconds: say so, so a newcomer waits for the
+  // listening line instead of sending a first call that finds nothing on the port.
+  process.stdout.write(
+    `effectgate proxy starting: opening the store (${storeUrl.startsWith('postgres') ? 'postgres' : storeUrl}) and recovering what an earlier run left in flight…\n`,
+  );
   const { gate, store, addr, adminAddr, stop } = await startProxy({
     policies,
     storeUrl,
