@@ -32,7 +32,7 @@ function call(
   });
 }
 
-const unescape = (s: string): string =>
+const unescapeAttribute = (s: string): string =>
   s
     .replace(/&quot;/g, '"')
     .replace(/&#39;/g, "'")
@@ -70,7 +70,7 @@ for (const target of storeTargets()) {
       const formHtml = /<form class="decide"[\s\S]*?<\/form>/.exec(pageHtml)![0];
       const fields = new URLSearchParams();
       for (const m of formHtml.matchAll(/<input type="hidden" name="([a-z]+)" value="([^"]*)">/g))
-        fields.set(m[1]!, unescape(m[2]!));
+        fields.set(m[1]!, unescapeAttribute(m[2]!));
       fields.set('by', 'oncall');
       fields.set('reason', 'prompt fixed');
       const r = await call(port, 'POST', `/ui/runs/${run}/release`, fields.toString());
