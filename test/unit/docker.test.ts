@@ -1,24 +1,56 @@
 /**
- * No Docker engine runs here, so the image and the sidecar manifest are checked by parsing: every
- * COPY source exists, the commands use only real `effectgate proxy` flags, and the policy shipped
- * in the ConfigMap loads.
+ * No Docker engine nor cluster runs here, so the image, compose.yaml and the kustomize base are
+ * checked by parsing: every COPY source exists, every command uses only real `effectgate` flags,
+ * ports, probes, mounts and the agent's environment agree with those flags, and the shipped
+ * policies load. test/e2e/k8s-sidecar.test.ts runs the gate with the Deployment's own args.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, parseDocument } from 'yaml';
+import { MIGRATE_OPTIONS } from '../../src/cli/migrate-command.js';
 import { PROXY_OPTIONS } from '../../src/cli/proxy-command.js';
 import { parsePolicyFiles } from '../../src/policy/index.js';
+import { CA_CERT_FILE, CA_KEY_FILE } from '../../src/proxy/index.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: parsed manifests are walked by shape
+type Obj = Record<string, any>;
 
 const root = new URL('../../', import.meta.url).pathname;
 const read = (p: string): string => readFileSync(`${root}${p}`, 'utf8');
-const checkProxyArgs = (args: string[]): void => {
+
+/** `effectgate proxy …` args, parsed against the real flag table (strict: an unknown flag throws). */
+const proxyFlags = (args: string[]): Obj => {
   expect(args[0]).toBe('proxy');
-  parseArgs({ args: args.slice(1), options: PROXY_OPTIONS, strict: true });
+  return parseArgs({ args: args.slice(1), options: PROXY_OPTIONS, strict: true, allowPositionals: false })
+    .values;
 };
+const migrateFlags = (args: string[]): Obj => {
+  expect(args[0]).toBe('migrate');
+  return parseArgs({ args: args.slice(1), options: MIGRATE_OPTIONS, strict: true }).values;
+};
+const portOf = (listen: string): number => Number(listen.slice(listen.lastIndexOf(':') + 1));
+const envOf = (c: Obj): Record<string, Obj> =>
+  Object.fromEntries(((c['env'] ?? []) as Obj[]).map((e) => [e['name'] as string, e]));
+
+/** The `match.hosts` entries of policy files as written (the compiled matcher keeps patterns). */
+const rawHosts = (files: { text: string }[]): string[] =>
+  files.flatMap((f) =>
+    ((parseDocument(f.text).toJS() as Obj)['tools'] as Obj[]).flatMap((t) => t['match']['hosts'] as string[]),
+  );
+
+/** The agent's environment every proxy-aware client needs, whatever its language. */
+const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'];
+const CA_VARS = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE'];
 
 describe('docker/Dockerfile', () => {
-  const lines = read('docker/Dockerfile').split('\n');
+  const text = read('docker/Dockerfile');
+  // Continuation lines joined, so an instruction is one line.
+  const lines = text.replace(/\\\n\s*/g, '').split('\n');
+  const stages = text.split(/^FROM /m).slice(1);
+  const runtime = stages.at(-1)!;
+  const jsonAfter = (word: string, from: string[] = lines): string[] =>
+    JSON.parse(from.find((l) => l.startsWith(`${word} `))!.slice(word.length + 1)) as string[];
 
   it('copies only files that exist in the repository', () => {
     const copies = lines.filter((l) => l.startsWith('COPY ') && !l.includes('--from='));
@@ -29,48 +61,243 @@ describe('docker/Dockerfile', () => {
     }
   });
 
-  it('starts the proxy with valid flags on all interfaces inside the container', () => {
-    const entry = JSON.parse(
-      lines.find((l) => l.startsWith('ENTRYPOINT '))!.slice('ENTRYPOINT '.length),
-    ) as string[];
-    const cmd = JSON.parse(lines.find((l) => l.startsWith('CMD '))!.slice('CMD '.length)) as string[];
-    expect(entry).toEqual(['node', '/app/bin/effectgate.js']);
-    checkProxyArgs(cmd);
-    expect(cmd).toContain('0.0.0.0:8080');
-    expect(lines.some((l) => l.startsWith('USER ') && !l.includes('root'))).toBe(true);
+  it('builds in one stage and installs production dependencies only in the runtime stage', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    expect(stages[0]).toMatch(/^node:20-\S*slim AS build/);
+    expect(runtime).toMatch(/^node:20-\S*slim/);
+    expect(runtime).toMatch(/npm ci --omit=dev/);
+    expect(runtime).toContain('COPY --from=build /app/dist ./dist');
+    expect(runtime).not.toMatch(/--from=build \/app\/node_modules/);
+    expect(runtime).toContain('rm -f ./policies/example-tracker.yaml');
+  });
+
+  it('runs as a non-root user in the runtime stage', () => {
+    const users = runtime.split('\n').filter((l) => l.startsWith('USER '));
+    expect(users.length).toBeGreaterThan(0);
+    expect(users.at(-1)).not.toMatch(/USER (root|0)\b/);
+  });
+
+  it('starts the proxy with valid flags, without --store (DATABASE_URL, else pglite, decides)', () => {
+    expect(jsonAfter('ENTRYPOINT')).toEqual(['node', '/app/bin/effectgate.js']);
+    const cmd = jsonAfter('CMD');
+    const flags = proxyFlags(cmd);
+    expect(flags['store']).toBeUndefined();
+    expect(cmd.join(' ')).not.toContain('store');
+    expect(flags['listen']).toBe('0.0.0.0:8080');
+    const exposed = lines
+      .find((l) => l.startsWith('EXPOSE '))!
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    expect(exposed).toEqual([portOf(flags['listen']), portOf(flags['admin'])]);
+  });
+
+  it("checks health on /readyz of the CMD's admin port with node (no curl in a slim image)", () => {
+    const line = lines.find((l) => l.startsWith('HEALTHCHECK '))!;
+    const probe = JSON.parse(line.slice(line.indexOf('CMD ') + 4)) as string[];
+    expect(probe.slice(0, 2)).toEqual(['node', '-e']);
+    const admin = proxyFlags(jsonAfter('CMD'))['admin'] as string;
+    expect(probe[2]).toContain(`http://127.0.0.1:${portOf(admin)}/readyz`);
   });
 });
 
-describe('docker/sidecar.yaml', () => {
-  const docs = parseAllDocuments(read('docker/sidecar.yaml')).map((d) => {
-    expect(d.errors).toEqual([]);
-    // biome-ignore lint/suspicious/noExplicitAny: parsed manifests are walked by shape
-    return d.toJS() as Record<string, any>;
+describe('compose.yaml', () => {
+  const doc = parseDocument(read('compose.yaml'), { merge: true });
+  const services = (doc.toJS() as Obj)['services'] as Record<string, Obj>;
+  const gate = services['gate']!;
+  const agent = services['agent']!;
+  const gateFlags = proxyFlags(gate['command']);
+
+  it('parses', () => {
+    expect(doc.errors).toEqual([]);
+    expect(Object.keys(services).sort()).toEqual([
+      'agent',
+      'ca-init',
+      'gate',
+      'migrate',
+      'postgres',
+      'tracker',
+    ]);
+  });
+
+  it('migrates with a one-shot service the gate waits for, and the gate skips migrating', () => {
+    expect(migrateFlags(services['migrate']!['command'])).toEqual({});
+    expect(services['migrate']!['depends_on']['postgres']['condition']).toBe('service_healthy');
+    expect(gate['depends_on']['migrate']['condition']).toBe('service_completed_successfully');
+    expect(gate['depends_on']['ca-init']['condition']).toBe('service_completed_successfully');
+    expect(gate['depends_on']['postgres']['condition']).toBe('service_healthy');
+    expect(gateFlags['no-migrate']).toBe(true);
+    // The same database for both, from the environment (the CLI's precedence, no --store).
+    expect(gateFlags['store']).toBeUndefined();
+    expect(gate['environment']['DATABASE_URL']).toMatch(/^postgres:\/\/.*@postgres:5432\//);
+    expect(services['migrate']!['environment']['DATABASE_URL']).toBe(gate['environment']['DATABASE_URL']);
+  });
+
+  it('generates the CA once into the volume the gate reads as --ca-dir', () => {
+    const init = services['ca-init']!['command'][0] as string;
+    expect(init).toContain('ca init --dir /ca');
+    expect(init).toContain('test -f /ca/ca.pem ||');
+    expect(gateFlags['ca-dir']).toBe('/ca');
+    expect(gate['volumes']).toContain('ca:/ca:ro');
+  });
+
+  it('mounts policies that load and govern the sample destination', () => {
+    const mount = (gate['volumes'] as string[]).find((v) => v.endsWith(`:${gateFlags['policies']}:ro`))!;
+    const dir = mount.split(':')[0]!.replace(/^\.\//, '');
+    const files = readdirSync(`${root}${dir}`).map((f) => ({ file: f, text: read(`${dir}/${f}`) }));
+    const set = parsePolicyFiles(files);
+    expect(set.tools.map((t) => t.id)).toEqual(['tracker.create_issue']);
+    expect(rawHosts(files)).toEqual(['tracker:9090']);
+    expect(agent['command'][0]).toContain('http://tracker:9090/repos/acme/api/issues');
+  });
+
+  it('probes /readyz on the admin port, and publishes it only on loopback', () => {
+    expect(gate['healthcheck']['test'].join(' ')).toContain(`127.0.0.1:${portOf(gateFlags['admin'])}/readyz`);
+    expect(gate['ports']).toEqual([`127.0.0.1:${portOf(gateFlags['admin'])}:${portOf(gateFlags['admin'])}`]);
+    for (const name of ['postgres', 'tracker', 'gate'])
+      expect(services[name]!['healthcheck'], name).toBeDefined();
+  });
+
+  it("points the agent at the gate's --listen port, in both cases, trusting the CA", () => {
+    const env = agent['environment'] as Record<string, string>;
+    for (const v of PROXY_VARS) expect(env[v], v).toBe(`http://gate:${portOf(gateFlags['listen'])}`);
+    expect(env['NO_PROXY']).not.toContain('tracker');
+    expect(env['no_proxy']).toBe(env['NO_PROXY']);
+    const [volume, path] = (agent['volumes'][0] as string).split(':');
+    expect(volume).toBe('ca-public');
+    for (const v of CA_VARS) expect(env[v], v).toBe(`${path}/ca.pem`);
+    expect(agent['depends_on']['gate']['condition']).toBe('service_healthy');
+  });
+});
+
+describe('deploy/k8s (kustomize base)', () => {
+  const dir = 'deploy/k8s';
+  const kustomization = parseDocument(read(`${dir}/kustomization.yaml`)).toJS() as Obj;
+  const docs: Obj[] = (kustomization['resources'] as string[]).flatMap((file) =>
+    parseAllDocuments(read(`${dir}/${file}`)).map((d) => {
+      expect(d.errors, file).toEqual([]);
+      return d.toJS() as Obj;
+    }),
+  );
+  const byKind = (kind: string): Obj => docs.find((d) => d['kind'] === kind)!;
+  const pod = byKind('Deployment')['spec']['template']['spec'] as Obj;
+  const gate = (pod['initContainers'] as Obj[]).find((c) => c['name'] === 'effectgate')!;
+  const agent = (pod['containers'] as Obj[]).find((c) => c['name'] === 'agent')!;
+  const flags = proxyFlags(gate['args']);
+  const volumes = Object.fromEntries((pod['volumes'] as Obj[]).map((v) => [v['name'] as string, v]));
+  const mountAt = (c: Obj, path: string): Obj =>
+    (c['volumeMounts'] as Obj[]).find((m) => m['mountPath'] === path)!;
+
+  it('lists every manifest in the folder, and nothing that is not there', () => {
+    const yamls = readdirSync(`${root}${dir}`).filter(
+      (f) => f.endsWith('.yaml') && f !== 'kustomization.yaml',
+    );
+    expect([...kustomization['resources']].sort()).toEqual(yamls.sort());
+    expect(docs.map((d) => d['kind']).sort()).toEqual(['ConfigMap', 'Deployment', 'Job']);
   });
 
   it('ships a policy that loads', () => {
-    const cm = docs.find((d) => d['kind'] === 'ConfigMap')!;
+    const cm = byKind('ConfigMap');
     const files = Object.entries(cm['data'] as Record<string, string>).map(([file, text]) => ({
       file,
       text,
     }));
-    const set = parsePolicyFiles(files);
-    expect(set.tools.map((t) => t.id)).toEqual(['github.create_issue']);
+    expect(parsePolicyFiles(files).tools.map((t) => t.id)).toEqual(['github.create_issue']);
   });
 
-  it('runs the gate as a sidecar with valid flags, the agent pointed at it, probes on the admin port', () => {
-    const deploy = docs.find((d) => d['kind'] === 'Deployment')!;
-    // biome-ignore lint/suspicious/noExplicitAny: parsed manifests are walked by shape
-    const containers = deploy['spec']['template']['spec']['containers'] as Record<string, any>[];
-    const gate = containers.find((c) => c['name'] === 'effectgate')!;
-    const agent = containers.find((c) => c['name'] === 'agent')!;
-    checkProxyArgs(gate['args']);
-    expect(gate['readinessProbe']['httpGet']['path']).toBe('/readyz');
-    expect(gate['livenessProbe']['httpGet']['path']).toBe('/healthz');
-    const env = Object.fromEntries(
-      (agent['env'] as { name: string; value: string }[]).map((e) => [e.name, e.value]),
+  it('runs the gate as a native sidecar: an init container with restartPolicy Always', () => {
+    expect(gate['restartPolicy']).toBe('Always');
+    expect((pod['containers'] as Obj[]).map((c) => c['name'])).toEqual(['agent']);
+  });
+
+  it('gives the gate a CA, so the governed HTTPS host is intercepted rather than refused', () => {
+    expect(flags['ca-dir']).toBeDefined();
+    const ca = volumes[mountAt(gate, flags['ca-dir'])['name']]!;
+    expect(ca['secret']['items'].map((i: Obj) => i['key']).sort()).toEqual(
+      [CA_KEY_FILE, CA_CERT_FILE].sort(),
     );
-    expect(env['HTTP_PROXY']).toBe('http://127.0.0.1:8080');
-    expect(gate['args']).toContain('--listen=127.0.0.1:8080');
+    for (const item of ca['secret']['items'] as Obj[]) expect(item['path']).toBe(item['key']);
+    expect(mountAt(gate, flags['policies'])['name']).toBe('policies');
+    expect(volumes['policies']!['configMap']['name']).toBe(byKind('ConfigMap')['metadata']['name']);
+  });
+
+  it('declares ports matching --listen and --admin, probes on the admin port', () => {
+    const ports = Object.fromEntries((gate['ports'] as Obj[]).map((p) => [p['name'], p['containerPort']]));
+    expect(ports).toEqual({ proxy: portOf(flags['listen']), admin: portOf(flags['admin']) });
+    expect(flags['admin']).toMatch(/^0\.0\.0\.0:/); // the kubelet probes the pod IP
+    for (const [probe, path] of [
+      ['startupProbe', '/readyz'],
+      ['readinessProbe', '/readyz'],
+      ['livenessProbe', '/healthz'],
+    ] as const) {
+      expect(gate[probe]['httpGet'], probe).toEqual({ path, port: 'admin' });
+    }
+  });
+
+  it('takes the store from DATABASE_URL (a Secret), migrated by the Job with valid flags', () => {
+    expect(flags['store']).toBeUndefined();
+    expect(flags['no-migrate']).toBe(true);
+    const job = byKind('Job')['spec']['template']['spec'] as Obj;
+    const migrate = job['containers'][0] as Obj;
+    expect(migrateFlags(migrate['args'])).toEqual({});
+    for (const c of [gate, migrate]) {
+      expect(envOf(c)['DATABASE_URL']!['valueFrom']['secretKeyRef']).toEqual({
+        name: 'effectgate-db',
+        key: 'url',
+      });
+    }
+    expect(migrate['image']).toBe(gate['image']);
+  });
+
+  it('sets everything the agent needs: proxy vars in both cases, NO_PROXY without governed hosts, CA vars at a mount', () => {
+    const env = envOf(agent);
+    for (const v of PROXY_VARS) expect(env[v]?.['value'], v).toBe(`http://${flags['listen']}`);
+    const governed = rawHosts(
+      Object.entries(byKind('ConfigMap')['data'] as Record<string, string>).map(([file, text]) => ({
+        file,
+        text,
+      })),
+    );
+    for (const v of ['NO_PROXY', 'no_proxy']) {
+      const list = (env[v]!['value'] as string).split(',');
+      expect(list).toContain('localhost');
+      expect(list).toContain('.svc');
+      for (const host of governed)
+        expect(
+          list.some((n) => host.endsWith(n.replace(/^\*/, ''))),
+          host,
+        ).toBe(false);
+    }
+    for (const v of CA_VARS) {
+      const file = env[v]!['value'] as string;
+      const mount = (agent['volumeMounts'] as Obj[]).find((m) => file.startsWith(`${m['mountPath']}/`))!;
+      expect(mount, v).toBeDefined();
+      const items = volumes[mount['name']]!['secret']['items'] as Obj[];
+      expect(items.map((i) => i['path'])).toEqual([file.slice(mount['mountPath'].length + 1)]);
+    }
+  });
+
+  it("gives the agent the CA certificate only, never the gate's key", () => {
+    for (const m of agent['volumeMounts'] as Obj[]) {
+      const secret = volumes[m['name']]!['secret'];
+      if (secret !== undefined) expect(secret['items'].map((i: Obj) => i['key'])).toEqual([CA_CERT_FILE]);
+    }
+  });
+
+  it('mounts only volumes the pod defines, and sets resources on every container', () => {
+    const job = byKind('Job')['spec']['template']['spec'] as Obj;
+    for (const c of [...pod['initContainers'], ...pod['containers'], ...job['containers']] as Obj[]) {
+      for (const m of (c['volumeMounts'] ?? []) as Obj[]) expect(volumes[m['name']], m['name']).toBeDefined();
+      expect(c['resources']['requests'], c['name']).toBeDefined();
+      expect(c['resources']['limits']['memory'], c['name']).toBeDefined();
+    }
+  });
+});
+
+describe('README', () => {
+  it('names the deployment files that exist, and none that is gone', () => {
+    const readme = read('README.md');
+    expect(readme).not.toContain('docker/sidecar.yaml');
+    for (const path of ['docker/Dockerfile', 'compose.yaml', 'deploy/k8s/']) expect(readme).toContain(path);
   });
 });
