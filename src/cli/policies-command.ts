@@ -10,11 +10,15 @@ import {
 } from '../policy/index.js';
 import { printable } from './cli-text.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
+import { runPolicyExamples } from './policy-examples-runner.js';
 
 export const USAGE =
   'usage: effectgate policies check DIR [--json] [--strict]\n' +
   '       [--from-tools-list FILE [--mcp-host HOST] [--mcp-path /mcp]]\n' +
-  'defaults: --mcp-host the one host the jsonrpc tools name, --mcp-path /mcp\n';
+  '       effectgate policies test DIR [--json]\n' +
+  'defaults: --mcp-host the one host the jsonrpc tools name, --mcp-path /mcp\n' +
+  "test: sends each policy file's examples: through the gate (in process, fake destination,\n" +
+  '      throwaway store) and checks tool, key and verdicts; exit 1 when one fails\n';
 
 export const POLICIES_OPTIONS = {
   json: { type: 'boolean', default: false },
@@ -40,22 +44,19 @@ export async function runPolicies(argv: readonly string[]): Promise<number> {
   const [sub, dir] = positionals;
   const toolsFile = values['from-tools-list'];
   const needsList = values['mcp-host'] !== undefined || values['mcp-path'] !== undefined;
+  if (sub === 'test' && dir !== undefined && positionals.length === 2) {
+    if (values.strict || toolsFile !== undefined || needsList) {
+      process.stderr.write(`policies test takes only --json\n${USAGE}`);
+      return 2;
+    }
+    return runPoliciesTest(dir, values.json);
+  }
   if (sub !== 'check' || dir === undefined || (needsList && toolsFile === undefined)) {
     process.stderr.write(USAGE);
     return 2;
   }
-  let set: PolicySet;
-  try {
-    set = await loadPolicies(dir);
-  } catch (err) {
-    if (err instanceof PolicyError) {
-      if (values.json)
-        process.stdout.write(`${JSON.stringify({ ok: false, issues: err.issues }, null, 2)}\n`);
-      else process.stderr.write(`${err.message}\n${err.issues.length} error(s)\n`);
-      return 1;
-    }
-    throw err;
-  }
+  const set = await loadOrReport(dir, values.json);
+  if (set === null) return 1;
   // Read before printing anything, so a bad file (EG_ERR_CONFIG_INVALID, exit 1) prints no half report.
   let list: ToolsList | null = null;
   let report: AnnotationReport | null = null;
@@ -74,6 +75,46 @@ export async function runPolicies(argv: readonly string[]): Promise<number> {
       printWarnings(set, toolsFile, list, report);
   }
   return values.strict && report !== null && report.warnings.length > 0 ? EXIT_WARNINGS : 0;
+}
+
+/** The set, or `null` after printing every issue (exit 1). */
+async function loadOrReport(dir: string, json: boolean): Promise<PolicySet | null> {
+  try {
+    return await loadPolicies(dir);
+  } catch (err) {
+    if (err instanceof PolicyError) {
+      if (json) process.stdout.write(`${JSON.stringify({ ok: false, issues: err.issues }, null, 2)}\n`);
+      else process.stderr.write(`${err.message}\n${err.issues.length} error(s)\n`);
+      return null;
+    }
+    throw err;
+  }
+}
+
+/** `effectgate policies test DIR`: one line per example, exit 0 only when every one passed. */
+async function runPoliciesTest(dir: string, json: boolean): Promise<number> {
+  const set = await loadOrReport(dir, json);
+  if (set === null) return 1;
+  const results = await runPolicyExamples(set);
+  const failed = results.filter((r) => !r.ok).length;
+  if (json) {
+    const out = { ok: failed === 0, passed: results.length - failed, failed, examples: results };
+    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  } else {
+    const lines = results.map((r) =>
+      r.ok
+        ? `ok ${r.file}:${r.line} ${printable(r.name)}`
+        : `FAIL ${r.file}:${r.line} ${printable(r.name)}: ${r.failures.join('; ')}`,
+    );
+    lines.push(
+      results.length === 0
+        ? `no examples in ${set.files.length} file(s): add examples: to a policy file`
+        : `${results.length - failed} passed, ${failed} failed`,
+    );
+    process.stdout.write(`${lines.join('\n')}\n`);
+  }
+  // No examples proves nothing: a test run that checked nothing must not read as green.
+  return failed === 0 && results.length > 0 ? 0 : 1;
 }
 
 function printJson(

@@ -8,7 +8,20 @@ export { compileJsonPath } from './json-path.js';
 export type { LenientMatch } from './lenient-match.js';
 export { loadPolicies } from './load-policies.js';
 export { loadToolsList, MAX_TOOLS_LIST_BYTES } from './load-tools-list.js';
-export { type PolicyFileText, parsePolicyFiles, policySources } from './parse-policy-files.js';
+export {
+  type PolicyFileText,
+  parsePolicyFiles,
+  policyExamples,
+  policySources,
+} from './parse-policy-files.js';
+export {
+  EXPECTED_VERDICTS,
+  type ExampleExpectation,
+  type ExampleRequest,
+  type ExampleResponse,
+  type ExpectedVerdict,
+  type PolicyExample,
+} from './policy-examples.js';
 export { suggestField } from './suggest-field.js';
 export {
   type AnnotationReport,

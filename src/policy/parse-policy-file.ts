@@ -2,6 +2,7 @@ import { parseSafeYaml } from '../config/index.js';
 import type { PolicyIssue } from '../errors.js';
 import { type CompiledTool, compileTool } from './compile-tool.js';
 import { type ParsedEgress, readEgress } from './egress-section.js';
+import { type PolicyExample, readExamples } from './policy-examples.js';
 import { PolicyReader, type SourcePosition } from './policy-reader.js';
 import type { DefaultAction } from './types.js';
 
@@ -10,7 +11,7 @@ export const MAX_POLICY_FILE_BYTES = 1024 * 1024;
 /** Enough for shared host lists; far below what a "billion laughs" document needs. */
 export const MAX_ALIAS_COUNT = 50;
 
-const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'egress', 'tools'] as const;
+const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'egress', 'tools', 'examples'] as const;
 
 /** A file-level setting with where it was written, so conflicts across files can name both. */
 export interface Located<T> {
@@ -24,6 +25,8 @@ export interface ParsedPolicyFile {
   /** `null` when the file has no `egress` block (or an invalid one, already reported). */
   readonly egress: Located<ParsedEgress> | null;
   readonly tools: readonly CompiledTool[];
+  /** The file's `examples:` (requests `policies test` checks), in file order. */
+  readonly examples: readonly PolicyExample[];
 }
 
 /**
@@ -70,6 +73,8 @@ export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[
     const compiled = compileTool(r, item);
     if (compiled !== null) tools.push(compiled);
   }
+  const examplesSlot = f.get('examples');
+  const examples = examplesSlot === undefined ? [] : readExamples(r, examplesSlot);
   return {
     default: def === undefined || defValue === null ? null : { value: defValue, at: r.position(def.at) },
     maxDuplicateSkips:
@@ -79,6 +84,7 @@ export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[
         ? null
         : { value: egressValue, at: r.position(egress.keyAt ?? egress.at) },
     tools,
+    examples,
   };
 }
 

@@ -5,6 +5,7 @@ import { DEFAULT_EGRESS } from './egress-policy.js';
 import type { ParsedEgress } from './egress-section.js';
 import { hostsOverlap } from './host-pattern.js';
 import { type Located, parsePolicyFile } from './parse-policy-file.js';
+import type { PolicyExample } from './policy-examples.js';
 import type { SourcePosition } from './policy-reader.js';
 import type { DefaultAction, PolicySet } from './types.js';
 
@@ -38,6 +39,7 @@ export function parsePolicyFiles(files: readonly PolicyFileText[]): PolicySet {
   let skips: Located<number> | null = null;
   let egress: Located<ParsedEgress> | null = null;
   const tools: CompiledTool[] = [];
+  const examples: PolicyExample[] = [];
   for (const { file, text } of files) {
     const parsed = parsePolicyFile(file, text, issues);
     if (parsed === null) continue;
@@ -45,8 +47,10 @@ export function parsePolicyFiles(files: readonly PolicyFileText[]): PolicySet {
     skips = agree(issues, 'loop_breaker.max_duplicate_skips', skips, parsed.maxDuplicateSkips);
     egress = agreeEgress(issues, egress, parsed.egress);
     tools.push(...parsed.tools);
+    examples.push(...parsed.examples);
   }
   checkUniqueIds(issues, tools);
+  checkExampleTools(issues, examples, tools);
   checkDistinctRoutes(issues, tools);
   if (issues.length > 0) throw new PolicyError(sortIssues(issues, files));
   const set = deepFreeze<PolicySet>({
@@ -57,7 +61,36 @@ export function parsePolicyFiles(files: readonly PolicyFileText[]): PolicySet {
     files: files.map((f) => f.file),
   });
   SOURCES.set(set, Object.freeze(files.map(({ file, text }) => Object.freeze({ file, text }))));
+  EXAMPLES.set(set, deepFreeze(examples));
   return set;
+}
+
+/** The `examples:` of the files each set was compiled from (kept off PolicySet: the gate never reads them). */
+const EXAMPLES = new WeakMap<PolicySet, readonly PolicyExample[]>();
+
+/**
+ * The examples the files of `set` carry, in file order; empty for a set composed by hand. Read by
+ * `effectgate policies test`.
+ */
+export function policyExamples(set: PolicySet): readonly PolicyExample[] {
+  return EXAMPLES.get(set) ?? [];
+}
+
+/** An example expecting a tool no file declares could never pass: say so at `policies check`. */
+function checkExampleTools(
+  issues: PolicyIssue[],
+  examples: readonly PolicyExample[],
+  tools: readonly CompiledTool[],
+): void {
+  const ids = new Set(tools.map((t) => t.tool.id));
+  for (const e of examples) {
+    if (e.expect.tool === null || ids.has(e.expect.tool)) continue;
+    issues.push({
+      ...e.expect.toolAt,
+      field: e.expect.toolField,
+      message: `example ${JSON.stringify(e.name)} expects tool ${JSON.stringify(e.expect.tool)}, which no policy file declares (use null for an unclassified request)`,
+    });
+  }
 }
 
 /** The texts each set this module compiled was compiled from, keyed by the set itself. */

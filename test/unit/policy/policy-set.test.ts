@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadPolicies, parsePolicyFiles } from '../../../src/policy/index.js';
+import { loadPolicies, parsePolicyFiles, type Tool } from '../../../src/policy/index.js';
 import { BASE_TOOL, baseWith, EXAMPLE_POLICIES, fixture, lines } from './policy-test-helpers.js';
 
 describe('policy set', () => {
@@ -97,19 +97,41 @@ describe('policy set', () => {
   it('loads the shipped example policies folder', async () => {
     const set = await loadPolicies(EXAMPLE_POLICIES);
     expect(set.files).toEqual(
-      ['example-tracker.yaml', 'github.yaml', 'mcp.yaml'].map((f) => join(EXAMPLE_POLICIES, f)),
+      [
+        'example-tracker.yaml',
+        'github.yaml',
+        'jira.yaml',
+        'kubernetes.yaml',
+        'mcp.yaml',
+        'okta.yaml',
+        'pagerduty.yaml',
+        'slack.yaml',
+        'stripe.yaml',
+      ].map((f) => join(EXAMPLE_POLICIES, f)),
     );
     expect(set.default).toBe('allow');
     expect(set.loopBreaker.maxDuplicateSkips).toBe(3);
     expect(set.tools.map((t) => t.id)).toEqual([
       'example.create_issue',
       'github.create_issue',
+      'github.create_issue_comment',
+      'github.create_pull_request',
+      'jira.create_issue',
+      'kubernetes.patch_deployment',
       'mcp.create_ticket',
+      'okta.deactivate_user',
+      'pagerduty.enqueue_event',
+      'slack.post_message',
+      'stripe.create_payment_intent',
+      'stripe.create_refund',
     ]);
+    const byId = (id: string): Tool => set.tools.find((t) => t.id === id)!;
     // The README's example destination: one port of loopback, nothing else.
-    expect(set.tools[0]!.match.explain()).toBe('POST 127.0.0.1:9090 /repos/{owner}/{repo}/issues');
+    expect(byId('example.create_issue').match.explain()).toBe(
+      'POST 127.0.0.1:9090 /repos/{owner}/{repo}/issues',
+    );
 
-    const gh = set.tools[1]!;
+    const gh = byId('github.create_issue');
     expect(gh.effect).toBe('create');
     expect(gh.dedupe).toMatchObject({
       windowMs: 86_400_000,
@@ -130,10 +152,24 @@ describe('policy set', () => {
     ]);
     expect(gh.verdict.protocol).toBe('http');
 
-    const mcp = set.tools[2]!;
+    const mcp = byId('mcp.create_ticket');
     expect(mcp.match.hasBodyConditions).toBe(true);
     expect(mcp.dedupe!.windowMs).toBe(3_600_000);
     expect(mcp.verdict.protocol).toBe('jsonrpc');
+
+    // The library's choices its header comments explain.
+    expect(byId('stripe.create_payment_intent').idempotency).toEqual({
+      header: 'Idempotency-Key',
+      honored: true,
+    });
+    expect(byId('stripe.create_payment_intent').response.replayedHeader).toBe('idempotent-replayed');
+    expect(byId('slack.post_message').dedupe!.windowMs).toBe(600_000);
+    expect(byId('okta.deactivate_user').dedupe!.windowMs).toBeNull();
+    expect(byId('kubernetes.patch_deployment').dedupe).toBeNull();
+    expect(byId('pagerduty.enqueue_event').dedupe!.key.map((k) => k.expression)).toEqual([
+      '$.body.dedup_key',
+      '$.body.event_action',
+    ]);
   });
 
   it('loads a folder sorted by name, .yaml and .yml, not recursively', async () => {
