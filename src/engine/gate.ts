@@ -298,7 +298,13 @@ export class Gate implements GateHandler {
     const namedRun = request.context.run;
     if (namedRun !== null) {
       const refused = runRefusal(namedRun);
-      if (refused !== null) return transportProblem('bad_request', refused);
+      if (refused !== null) {
+        // A JSON-RPC tool's client reads a JSON-RPC error for its request's id, as for any refusal.
+        const refusal = transportProblem('bad_request', refused);
+        return proposal.tool.verdict.protocol === 'jsonrpc'
+          ? asJsonRpcError(refusal, proposal.rpcId)
+          : refusal;
+      }
     } else {
       // A run is derived only for a request some tool governs (run-identity.ts): ungoverned
       // traffic neither starts one nor keeps one alive. Only a derived run carries its client,

@@ -131,6 +131,28 @@ for (const target of storeTargets()) {
         expect(res.status, run).toBe(400);
         expect(new TextDecoder().decode(res.body)).toContain('Effectgate-Run must not');
       }
+      // A JSON-RPC tool's client gets the refusal as a JSON-RPC error for its request's id (kept a
+      // 400, as an MCP server answers a request it rejects at the transport).
+      const mcp = await gate.handle(
+        {
+          ...post(upstream, null, 'auto-0193bb'),
+          path: '/mcp',
+          body: new TextEncoder().encode(
+            JSON.stringify({
+              jsonrpc: '2.0',
+              id: 41,
+              method: 'tools/call',
+              params: { name: 'create_ticket', arguments: { subject: 'named a derived run' } },
+            }),
+          ),
+        },
+        client.send,
+      );
+      expect(mcp.status).toBe(400);
+      expect(JSON.parse(new TextDecoder().decode(mcp.body))).toMatchObject({
+        id: 41,
+        error: { code: -32600 },
+      });
       expect(upstream.requests.length).toBe(before);
       expect(store.stats.roundTrips - t).toBe(0);
       expect((await gate.handle(post(upstream, 'named-run', 'auto'), client.send)).status).toBe(201);
