@@ -12,6 +12,7 @@
  * Everything else (a reset or close after writing began, a headers or body timeout, an abort, an
  * unknown error) is `sent_no_response`: the destination may have performed the effect.
  */
+import { isTlsVerificationFailure } from './tls-verification.js';
 import type { UpstreamResult } from './types.js';
 
 export type UpstreamFailure = Extract<UpstreamResult, { kind: 'failure' }>;
@@ -32,18 +33,6 @@ const PRE_DISPATCH_CODES: ReadonlySet<string> = new Set([
   'EADDRNOTAVAIL',
   'ETIMEDOUT',
   'UND_ERR_CONNECT_TIMEOUT',
-  // TLS certificate verification (OpenSSL verify codes as Node reports them).
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'CERT_UNTRUSTED',
-  'CERT_REVOKED',
-  'CERT_SIGNATURE_FAILURE',
-  'HOSTNAME_MISMATCH',
   // Refused by the egress policy in the connector, before the socket connected (DESIGN.md §4.1).
   'EG_ERR_DESTINATION_REFUSED',
   // Refused locally by undici before dispatch.
@@ -84,7 +73,10 @@ export function isTimeoutCode(code: string): boolean {
 /** Classifies one failure; `requestStarted` is whether undici reached `onRequestStart`. */
 export function classifyFailure(err: unknown, requestStarted: boolean): UpstreamFailure {
   const code = errorCode(err);
-  const beforeDispatch = PRE_DISPATCH_CODES.has(code) || TLS_HANDSHAKE_CODE.test(code);
+  // A certificate that does not verify (tls-verification.ts holds those codes) fails the
+  // handshake, before any byte of the request.
+  const beforeDispatch =
+    PRE_DISPATCH_CODES.has(code) || isTlsVerificationFailure(code) || TLS_HANDSHAKE_CODE.test(code);
   return {
     kind: 'failure',
     dispatchState: !requestStarted && beforeDispatch ? 'not_sent' : 'sent_no_response',

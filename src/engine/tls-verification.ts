@@ -11,12 +11,20 @@ interface TlsCause {
   readonly fix: string;
 }
 
+const WRONG_NAME: TlsCause = {
+  cause: 'its certificate does not name this host',
+  fix: 'the request uses a host name the certificate holds (--upstream-ca only adds trusted CAs; it does not change this)',
+};
+
 const UNTRUSTED: TlsCause = {
   cause: 'the gate does not trust its certificate (self-signed, or issued by a CA the gate does not know)',
   fix: "the gate trusts that CA: the gate's operator must start it with --upstream-ca FILE, a PEM bundle holding the destination's CA",
 };
 
-/** OpenSSL verify codes (as Node reports them) and Node's own, by what fixes them. */
+/**
+ * OpenSSL verify codes (as Node reports them) and Node's own, by what fixes them. Each one fails
+ * the handshake before the request is written: classify-failure.ts reads `not_sent` from here.
+ */
 const CAUSES: Readonly<Record<string, TlsCause>> = {
   UNABLE_TO_VERIFY_LEAF_SIGNATURE: UNTRUSTED,
   UNABLE_TO_GET_ISSUER_CERT: UNTRUSTED,
@@ -32,14 +40,8 @@ const CAUSES: Readonly<Record<string, TlsCause>> = {
     cause: 'its certificate is not valid yet',
     fix: "the destination's certificate is valid or the gate's clock is right (--upstream-ca does not change this)",
   },
-  ERR_TLS_CERT_ALTNAME_INVALID: {
-    cause: 'its certificate does not name this host',
-    fix: 'the request uses a host name the certificate holds (--upstream-ca only adds trusted CAs; it does not change this)',
-  },
-  HOSTNAME_MISMATCH: {
-    cause: 'its certificate does not name this host',
-    fix: 'the request uses a host name the certificate holds (--upstream-ca only adds trusted CAs; it does not change this)',
-  },
+  ERR_TLS_CERT_ALTNAME_INVALID: WRONG_NAME,
+  HOSTNAME_MISMATCH: WRONG_NAME,
   CERT_REVOKED: {
     cause: 'its certificate is revoked',
     fix: 'the destination serves a valid certificate (--upstream-ca cannot help)',
