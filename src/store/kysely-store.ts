@@ -41,6 +41,7 @@ import type {
   RecoverInput,
   RunRecord,
   RunReleaseInput,
+  Scope,
   Store,
   StoreStats,
 } from './types.js';
@@ -338,19 +339,15 @@ export class KyselyStore implements Store {
     return this.#guard('releaseRun', async () => {
       const releaseId = crypto.randomUUID();
       // The store's own id, whatever the caller's object carries (the store socket forwards it).
-      await this.#callFunction(
+      const scope = await this.#callFunction<Scope>(
         'eg_release_run',
         { runId: input.runId, scope: input.scope, by: input.by, reason: input.reason, releaseId },
         { EG400: 'EG_ERR_CONFIG_INVALID', EG409: 'EG_ERR_RUN_STATE' },
       );
-      const row = await this.#db
-        .selectFrom('run_releases')
-        .select(['tenant', 'area', 'agent'])
-        .where('id', '=', releaseId)
-        .executeTakeFirstOrThrow();
       const runs = await this.listRuns({ runId: input.runId, limit: 1000 });
       const run = runs.find(
-        (r) => r.scope.tenant === row.tenant && r.scope.area === row.area && r.scope.agent === row.agent,
+        (r) =>
+          r.scope.tenant === scope.tenant && r.scope.area === scope.area && r.scope.agent === scope.agent,
       );
       if (run === undefined) throw new EffectgateError('EG_ERR_NOT_FOUND', `no run ${input.runId}`);
       return run;
@@ -625,7 +622,6 @@ export class KyselyStore implements Store {
     return byOperation;
   }
 
-  // Stage boundary: callers see StoreError (EG_ERR_STORE_UNAVAILABLE) with the driver error as cause.
   /**
    * `select <fn>(<input as JSON text>)`, one statement, for the operator-side functions. Their
    * refusals have SQLSTATEs of their own (EG404 always: not found; EG400/EG409 as `codes` says),
@@ -656,6 +652,7 @@ export class KyselyStore implements Store {
     }
   }
 
+  // Stage boundary: callers see StoreError (EG_ERR_STORE_UNAVAILABLE) with the driver error as cause.
   async #guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
     if (this.#closed) throw new StoreError(`store.${what}: the store is closed`);
     try {

@@ -3,12 +3,12 @@
 -- counts start again from zero (the key it looped on would otherwise halt it on its next
 -- proposal), the release is recorded in run_releases, and one run.released event goes on the
 -- chain of the release's own id (it belongs to no operation). The decisions and their events
--- are never touched: the halt stays in the trail. Returns the release's id.
+-- are never touched: the halt stays in the trail. Returns the scope of the run it released.
 --
 -- The scope is the one given, or else the one halted run of that id; EG400 when several scopes
 -- have a halted run of that id and none is named. EG404: the store knows no such run. EG409: the
 -- run is not halted (never was, or already released).
-create or replace function eg_release_run(p_input text) returns text language plpgsql as $$
+create or replace function eg_release_run(p_input text) returns json language plpgsql as $$
 declare
   p jsonb := p_input::jsonb;
   v_scope jsonb := p -> 'scope';
@@ -45,5 +45,5 @@ begin
     json_build_object('releaseId', v_id, 'runId', v_run.id,
       'scope', json_build_object('tenant', v_run.tenant, 'area', v_run.area, 'agent', v_run.agent),
       'haltDecisionId', v_run.halt_decision_id, 'haltedAt', eg_iso(v_run.halted_at))::text || '}');
-  return v_id;
+  return json_build_object('tenant', v_run.tenant, 'area', v_run.area, 'agent', v_run.agent);
 end $$;
