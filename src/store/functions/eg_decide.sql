@@ -32,12 +32,6 @@ declare
   v_budget int := coalesce((p ->> 'retryBudget')::int, 1);
   v_max_skips int := (p ->> 'maxDuplicateSkips')::int;
   v_skips int;
-  v_halted_at timestamptz;
-  v_halt_decision text;
-  v_halt_skips int;
-  v_releases int;
-  v_skipped_op text;
-  v_halted_run text;
   v_hash text;
   v_window interval;
   v_expires timestamptz;
@@ -55,72 +49,12 @@ declare
   v_in_window boolean;
   v_expiry_checked boolean := false;
 begin
-  -- (a) The loop breaker (migration 0009). Read only, one probe: a run's row is written on its
-  -- first duplicate skip. A halted run is answered `halted` whatever it proposes, until an
-  -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
-  -- an effect it was already told max_duplicate_skips times is done: eg_skip counts per run and
-  -- key (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
-  select r.halted_at, r.halt_decision_id, r.releases, s.skips, s.operation_id, h.skips
-    into v_halted_at, v_halt_decision, v_releases, v_skips, v_skipped_op, v_halt_skips
-    from runs r
-    left join run_key_skips s on s.tenant = r.tenant and s.area = r.area and s.agent = r.agent
-      and s.run_id = r.id and s.key_hash = v_key ->> 'hash'
-    left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
-      and h.run_id = r.id and h.key_hash = r.halted_key_hash
-    where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
-  v_halted_run := v_run;
-  -- A derived run (no Effectgate-Run): a halted earlier derived run of the same client of the same
-  -- gate instance (derivedClient holds both) halts it too, so neither the idle bound nor a restart
-  -- (a new derived id) lets a looping client go on.
-  if v_halted_at is null and p ->> 'derivedClient' is not null then
-    select r.id, r.halted_at, r.halt_decision_id, h.skips into v_halted_run, v_halted_at, v_halt_decision, v_halt_skips
-      from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
-        and h.run_id = r.id and h.key_hash = r.halted_key_hash
-      where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.client = p ->> 'derivedClient'
-        and r.halted_at is not null
-      order by r.halted_at limit 1;
-    v_halted_run := coalesce(v_halted_run, v_run);
+  -- (a) The loop breaker (eg_halted.sql): a halted run, or one that proposes again an effect it
+  -- was already told max_duplicate_skips times is done, is answered `halted` whatever it proposes.
+  v_result := eg_halted(p, p_input);
+  if v_result is not null then
+    return v_result;
   end if;
-  -- Only while that effect is still done by the operation it was skipped for: past its window the
-  -- key is a new effect, and its next skip counts from one (eg_skip). A delegated worker's claim
-  -- of that very operation is the same done effect whatever its key holds now (eg_delegated).
-  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and (exists (
-      select 1 from dedupe_keys where key_hash = v_key ->> 'hash' and operation_id = v_skipped_op
-        and state = 'confirmed' and (window_ends_at is null or window_ends_at >= now()))
-      or (p ->> 'claimedOperationId' = v_skipped_op and exists (select 1 from operations
-        where id = v_skipped_op and state in ('succeeded', 'duplicate_effect_confirmed')))) then
-    -- Halt now, unless a release (releases moved on) or another proposal's halt got there first.
-    update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
-      where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run
-        and halted_at is null and releases = v_releases;
-    if found then
-      v_halted_at := now();
-      v_halt_decision := v_decision;
-      v_halt_skips := v_skips;
-      v_op := v_skipped_op;
-    else
-      select r.halted_at, r.halt_decision_id, h.skips into v_halted_at, v_halt_decision, v_halt_skips
-        from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
-          and h.run_id = r.id and h.key_hash = r.halted_key_hash
-        where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
-    end if;
-  end if;
-  if v_halted_at is not null then
-    perform eg_decided(p, p_input, 'halted',
-      case when v_halt_decision = v_decision
-        then format('loop_breaker: run %s proposed again an effect it was told %s times is done (operation %s; max %s)',
-          v_run, v_halt_skips, v_op, v_max_skips)
-        when v_halted_run = v_run
-          then format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision)
-        else format('run_halted: this client''s run %s is halted since %s (decision %s)', v_halted_run,
-          eg_iso(v_halted_at), v_halt_decision) end,
-      v_op, null, v_key ->> 'hash', null, json_build_object('duplicateSkips', v_halt_skips,
-        'maxDuplicateSkips', v_max_skips, 'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision));
-    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_halted_run,
-      'duplicateSkips', coalesce(v_halt_skips, v_max_skips),
-      'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision, 'operationId', v_op);
-  end if;
-  v_skips := null;
 
   if p ->> 'kind' = 'block' then
     perform eg_decided(p, p_input, 'block', p ->> 'reason', null, null, null, null, json_build_object());

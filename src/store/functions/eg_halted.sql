@@ -1,0 +1,90 @@
+-- The loop breaker, step (a) of eg_decide (migration 0009): answers `halted` (recording the
+-- decision and, on the proposal that halts the run, the halt) or returns null for the steps that
+-- follow. eg_skip counts per run and key (why per key: eg_skip.sql); eg_release_run lets a
+-- halted run go on. Takes no lock before the halt's UPDATE of the run's own row.
+create or replace function eg_halted(p jsonb, p_input text) returns json language plpgsql as $$
+declare
+  v_scope jsonb := p -> 'scope';
+  v_tenant text := v_scope ->> 'tenant';
+  v_area text := v_scope ->> 'area';
+  v_agent text := v_scope ->> 'agent';
+  v_run text := p ->> 'runId';
+  v_decision text := p ->> 'decisionId';
+  v_key jsonb := p -> 'key';
+  v_max_skips int := (p ->> 'maxDuplicateSkips')::int;
+  v_skips int;
+  v_halted_at timestamptz;
+  v_halt_decision text;
+  v_halt_skips int;
+  v_releases int;
+  v_skipped_op text;
+  v_halted_run text;
+  v_op text;
+begin
+  -- A run's row is written on its first duplicate skip (eg_skip), so a run with none costs one
+  -- probe here. A halted run is answered `halted` whatever it proposes, until an
+  -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
+  -- an effect it was already told max_duplicate_skips times is done: eg_skip counts per run and
+  -- key (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
+  select r.halted_at, r.halt_decision_id, r.releases, s.skips, s.operation_id, h.skips
+    into v_halted_at, v_halt_decision, v_releases, v_skips, v_skipped_op, v_halt_skips
+    from runs r
+    left join run_key_skips s on s.tenant = r.tenant and s.area = r.area and s.agent = r.agent
+      and s.run_id = r.id and s.key_hash = v_key ->> 'hash'
+    left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
+      and h.run_id = r.id and h.key_hash = r.halted_key_hash
+    where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
+  v_halted_run := v_run;
+  -- A derived run (no Effectgate-Run): a halted earlier derived run of the same client of the same
+  -- gate instance (derivedClient holds both) halts it too, so neither the idle bound nor a restart
+  -- (a new derived id) lets a looping client go on.
+  if v_halted_at is null and p ->> 'derivedClient' is not null then
+    select r.id, r.halted_at, r.halt_decision_id, h.skips into v_halted_run, v_halted_at, v_halt_decision, v_halt_skips
+      from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
+        and h.run_id = r.id and h.key_hash = r.halted_key_hash
+      where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.client = p ->> 'derivedClient'
+        and r.halted_at is not null
+      order by r.halted_at limit 1;
+    v_halted_run := coalesce(v_halted_run, v_run);
+  end if;
+  -- Only while that effect is still done by the operation it was skipped for: past its window the
+  -- key is a new effect, and its next skip counts from one (eg_skip). A delegated worker's claim
+  -- of that very operation is the same done effect whatever its key holds now (eg_delegated).
+  if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and (exists (
+      select 1 from dedupe_keys where key_hash = v_key ->> 'hash' and operation_id = v_skipped_op
+        and state = 'confirmed' and (window_ends_at is null or window_ends_at >= now()))
+      or (p ->> 'claimedOperationId' = v_skipped_op and exists (select 1 from operations
+        where id = v_skipped_op and state in ('succeeded', 'duplicate_effect_confirmed')))) then
+    -- Halt now, unless a release (releases moved on) or another proposal's halt got there first.
+    update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
+      where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run
+        and halted_at is null and releases = v_releases;
+    if found then
+      v_halted_at := now();
+      v_halt_decision := v_decision;
+      v_halt_skips := v_skips;
+      v_op := v_skipped_op;
+    else
+      select r.halted_at, r.halt_decision_id, h.skips into v_halted_at, v_halt_decision, v_halt_skips
+        from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
+          and h.run_id = r.id and h.key_hash = r.halted_key_hash
+        where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
+    end if;
+  end if;
+  if v_halted_at is not null then
+    perform eg_decided(p, p_input, 'halted',
+      case when v_halt_decision = v_decision
+        then format('loop_breaker: run %s proposed again an effect it was told %s times is done (operation %s; max %s)',
+          v_run, v_halt_skips, v_op, v_max_skips)
+        when v_halted_run = v_run
+          then format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision)
+        else format('run_halted: this client''s run %s is halted since %s (decision %s)', v_halted_run,
+          eg_iso(v_halted_at), v_halt_decision) end,
+      v_op, null, v_key ->> 'hash', null, json_build_object('duplicateSkips', v_halt_skips,
+        'maxDuplicateSkips', v_max_skips, 'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision));
+    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_halted_run,
+      'duplicateSkips', coalesce(v_halt_skips, v_max_skips),
+      'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision, 'operationId', v_op);
+  end if;
+  return null;
+end $$;
