@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationState } from '../../store/index.js';
 import { SETTLED_STATES } from '../../store/index.js';
-import { MAX_BY_CHARS, MAX_REASON_CHARS, parseName } from '../admin-input.js';
+import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
 import { type AttemptEntry, loadOperationReport, type OperationReport } from '../trail.js';
 import { renderApprovalCard } from './approvals-page.js';
 import { approvalConfirmation, resolutionConfirmation } from './confirmation.js';
@@ -17,7 +17,7 @@ import { displayTime, operationHref } from './operations-page.js';
 import { runHref } from './runs-page.js';
 import { dash, evidenceRefs, renderEntry, requestLine } from './timeline-entries.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
-import { sendHtml, UiError } from './ui-http.js';
+import { pageId, sendHtml, UiError } from './ui-http.js';
 
 export interface OperationView {
   readonly report: OperationReport;
@@ -171,12 +171,7 @@ export async function serveOperationPage(
   query: URLSearchParams,
   csrf: string,
 ): Promise<void> {
-  let id: string;
-  try {
-    id = parseName('operation id', rawId);
-  } catch {
-    throw new UiError(404, 'Not found', 'No such operation.');
-  }
+  const id = pageId('operation', rawId);
   const [report, requested] = await Promise.all([
     loadOperationReport(ctx.store, id),
     requestedCount(ctx.store),

@@ -6,12 +6,12 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DecisionRecord, RunRecord } from '../../store/index.js';
-import { DEFAULT_LIST_LIMIT, MAX_BY_CHARS, MAX_REASON_CHARS, parseName } from '../admin-input.js';
+import { DEFAULT_LIST_LIMIT, MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
 import { formValue, type Html, html } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
-import { sendHtml, UiError } from './ui-http.js';
+import { pageId, sendHtml, UiError } from './ui-http.js';
 
 /** A run's page (the gate refuses `.` and `..` as run ids: a browser would drop the segment). */
 export function runHref(id: string): string {
@@ -127,12 +127,7 @@ export async function serveRunPage(
   query: URLSearchParams,
   csrf: string,
 ): Promise<void> {
-  let id: string;
-  try {
-    id = parseName('run id', rawId);
-  } catch {
-    throw new UiError(404, 'Not found', 'No such run.');
-  }
+  const id = pageId('run', rawId);
   const [runs, decisions, requested] = await Promise.all([
     ctx.store.listRuns({ runId: id }),
     ctx.store.listDecisions({ runId: id }),

@@ -3,8 +3,10 @@
  * script, no external anything), redirects that never leave `/ui`, and a bounded reader of
  * url-encoded forms.
  */
+
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import { parseName } from '../admin-input.js';
 import type { Html } from './html.js';
 
 /** Largest form body the pages read (an approval decision is a few hundred bytes). */
@@ -123,4 +125,16 @@ function tooLarge(): UiError {
   return new UiError(413, 'Form too large', `The admin pages read at most ${MAX_FORM_BYTES} bytes of form.`, {
     connection: 'close',
   });
+}
+
+/**
+ * The id a page's path names, or 404 for one that could never be an id (a NUL, too long): the
+ * page says "no such" rather than explaining the id rules to whoever typed the path.
+ */
+export function pageId(what: 'operation' | 'run', raw: string): string {
+  try {
+    return parseName(`${what} id`, raw);
+  } catch {
+    throw new UiError(404, 'Not found', `No such ${what}.`);
+  }
 }
