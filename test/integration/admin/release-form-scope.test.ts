@@ -4,33 +4,16 @@
  * scope is then not the run's scope: Release of such a run fails from the page (or names another
  * scope spelled literally "[U+XXXX]").
  */
-import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AdminServer, createAdminServer } from '../../../src/admin/index.js';
+import { type AdminReply, adminCall } from '../../helpers/admin-call.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, outcome, reserve } from '../store/inputs.js';
 
 const TOKEN = 'eg-review3-release-0123456789';
 
-function call(
-  port: number,
-  method: string,
-  path: string,
-  body?: string,
-): Promise<{ status: number; location?: string; text: string }> {
-  const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` };
-  if (body !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, location: res.headers.location, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const call = (port: number, method: string, path: string, body?: string): Promise<AdminReply> =>
+  adminCall(port, TOKEN, method, path, body);
 
 const unescapeAttribute = (s: string): string =>
   s

@@ -2,38 +2,23 @@
  * From the admin UI's hostile review: confirmation banners that a crafted link (or a stale landing URL) makes say
  * something false, although "only a real matching record" is shown.
  */
-import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AdminServer, createAdminServer } from '../../../src/admin/index.js';
 import { csrfToken } from '../../../src/admin/ui/session.js';
 import type { DedupeKeyInput } from '../../../src/store/index.js';
+import { type AdminReply, adminCall } from '../../helpers/admin-call.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, outcome, reserve, scope } from '../store/inputs.js';
 
 const TOKEN = 'eg-review3-token-0123456789ab';
 const CSRF = csrfToken(TOKEN, 'bearer');
 
-interface Reply {
-  status: number;
-  location: string | undefined;
-  text: string;
-}
-
-function call(port: number, method: string, path: string, form?: Record<string, string>): Promise<Reply> {
-  const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` };
-  const body = form === undefined ? undefined : new URLSearchParams(form).toString();
-  if (body !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, location: res.headers.location, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const call = (
+  port: number,
+  method: string,
+  path: string,
+  form?: Record<string, string>,
+): Promise<AdminReply> => adminCall(port, TOKEN, method, path, form);
 
 function banner(text: string): string | null {
   const m = /<p class="banner (?:ok|note)" role="status" id="confirmation">([\s\S]*?)<\/p>/.exec(text);
