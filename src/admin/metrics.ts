@@ -11,7 +11,7 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { DeferredOutcomeEvent, GateMetrics, UpstreamOutcome } from '../engine/index.js';
-import type { ReconciliationResult, Store, Verdict } from '../store/index.js';
+import { type ReconciliationResult, type Store, VERDICTS, type Verdict } from '../store/index.js';
 
 /** Prefix of every metric, the process metrics included. */
 export const METRICS_PREFIX = 'effectgate_';
@@ -29,7 +29,6 @@ export const RESERVATION_WAIT_BUCKETS: readonly number[] = [
   0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30,
 ];
 
-const VERDICTS: readonly Verdict[] = ['allow', 'duplicate', 'pending', 'hold', 'halted', 'block'];
 const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown', 'open'];
 const RECONCILIATIONS: readonly ReconciliationResult[] = ['match', 'none', 'multiple', 'inconclusive'];
 
@@ -85,7 +84,7 @@ export class PrometheusMetrics implements GateMetrics {
     const registers = [registry];
     this.#decisions = new Counter({
       name: `${METRICS_PREFIX}decisions_total`,
-      help: 'Governed decisions, by verdict and tool id.',
+      help: "Governed decisions, by verdict and tool id; would_* verdicts are shadow mode's: what enforce mode would have answered, the request sent anyway.",
       labelNames: ['verdict', 'tool'],
       registers,
     });

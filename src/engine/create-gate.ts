@@ -4,6 +4,8 @@ import { loadPolicies, type PolicySet } from '../policy/index.js';
 import {
   DEFAULT_STORE_URL,
   embeddedStoreDir,
+  GATE_MODES,
+  type GateMode,
   openStore,
   type Store,
   serveStoreSocket,
@@ -92,6 +94,13 @@ export interface CreateGateOptions {
   readonly storeSocket?: boolean;
   /** Close `store` on `close()` even though it was passed in open (the CLI hands over its store). */
   readonly ownStore?: boolean;
+  /**
+   * `shadow`: every tool's verdicts are computed and recorded as `would_<verdict>` and nothing is
+   * refused or answered by the gate: each request goes out as the agent wrote it (no Idempotency-Key
+   * injected). Default `enforce`, where a tool's own `mode: shadow` still puts that tool alone in
+   * shadow. Start here to see what the gate would prevent before it does (issue 15).
+   */
+  readonly mode?: GateMode;
 }
 
 const silent: GateLogger = { info() {}, warn() {}, error() {} };
@@ -145,6 +154,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const resolveGovernedHosts = checkResolveMode(
     options.resolveGovernedHosts ?? process.env['EFFECTGATE_RESOLVE_GOVERNED_HOSTS'] ?? 'all',
   );
+  const mode = checkMode(options.mode ?? 'enforce');
   const policies =
     typeof options.policies === 'string' ? await loadPolicies(options.policies) : options.policies;
   const opened = typeof options.store !== 'object';
@@ -187,6 +197,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
         policies,
         store,
         scope,
+        mode,
         runs: new RunIdentity({
           fixed: options.runId ?? null,
           idleMs: runIdleMs,
@@ -231,6 +242,14 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   return value === undefined ? fallback : checkPositiveInt(name, value);
+}
+
+function checkMode(value: unknown): GateMode {
+  if ((GATE_MODES as readonly unknown[]).includes(value)) return value as GateMode;
+  throw new EffectgateError(
+    'EG_ERR_CONFIG_INVALID',
+    `mode must be ${GATE_MODES.join(' or ')}; got ${JSON.stringify(value)}`,
+  );
 }
 
 function checkResolveMode(value: string): 'all' | 'loopback' | 'off' {

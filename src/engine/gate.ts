@@ -4,6 +4,7 @@ import { Classifier, type PolicySet, policySources, type Tool } from '../policy/
 import {
   type DecideInput,
   type DecideResult,
+  type GateMode,
   type OutcomeInput,
   RETRY_REASONS,
   type ReconciliationInput,
@@ -42,6 +43,7 @@ import { type PendingReadBack, ReadBacks } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { RouteClassifier } from './route-classifier.js';
 import { clientAddress, DERIVED_RUN_PREFIX, isDerivedRun, type RunIdentity } from './run-identity.js';
+import { modeOf, shadowDispatchOf, shadowHeaders, shadowVerdictOf } from './shadow-dispatch.js';
 import type {
   GateHandler,
   GateRequest,
@@ -68,6 +70,8 @@ export interface GateOptions {
   readonly policies: PolicySet;
   readonly store: Store;
   readonly scope: Scope;
+  /** `shadow`: every tool's verdicts are recorded as would_* and nothing is refused (shadow-dispatch.ts). */
+  readonly mode: GateMode;
   /** The run of requests without `Effectgate-Run`: fixed, or derived per scope and client (run-identity.ts). */
   readonly runs: RunIdentity;
   /** This gate process (UUIDv7), recorded on every attempt so crash recovery can tell live from dead. */
@@ -225,7 +229,8 @@ export class Gate implements GateHandler {
     if (route.candidates.length > 0 || this.#routes.needsBody(head)) {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     }
-    if (this.#o.policies.default === 'block') return { kind: 'refuse', response: this.#defaultBlock(head) };
+    if (this.#o.policies.default === 'block' && this.#o.mode !== 'shadow')
+      return { kind: 'refuse', response: this.#defaultBlock(head) };
     // An agent's own read-back of a tool's lookup (read-back.ts): buffered, so its answer can be
     // judged against the tool's unknown operations after it is delivered.
     if (this.#readBacks.toolsFor(head).length > 0)
@@ -283,7 +288,8 @@ export class Gate implements GateHandler {
       return proposed.rpcId === undefined ? refusal : asJsonRpcError(refusal, proposed.rpcId);
     }
     if (proposed.kind === 'unclassified') {
-      if (this.#o.policies.default === 'block') return this.#defaultBlock(request);
+      if (this.#o.policies.default === 'block' && this.#o.mode !== 'shadow')
+        return this.#defaultBlock(request);
       // A read-back's candidates are read as it is sent: what its answer can speak for.
       const routes = this.#readBacks.toolsFor(request);
       const pending =
@@ -376,11 +382,15 @@ export class Gate implements GateHandler {
   ): Promise<GateResponse> {
     const { tool, args, common, key, keyError } = p;
     const o = this.#o;
+    // Shadow mode (shadow-dispatch.ts): the same decide, recorded as would_*, then sent anyway.
+    const shadow = modeOf(o.mode, tool) === 'shadow';
+    const mode = shadow ? ({ mode: 'shadow' } as const) : {};
     // A delegation claim the gate cannot read is refused, never ignored (normalize-head.ts).
     const unreadableClaim = request.context.operation === UNREADABLE_OPERATION_CLAIM;
     if (p.block || unreadableClaim) {
       const r = await o.store.decide({
         ...common,
+        ...mode,
         kind: 'block',
         decisionId: uuidv7(),
         reason: unreadableClaim
@@ -389,10 +399,12 @@ export class Gate implements GateHandler {
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);
+      if (shadow) return this.#sendAnyway(r, p, request, send, started, null);
       return this.#answer(r, tool, p.rpcId, request, started, null);
     }
 
-    const waitMs = tool.dedupe?.waitMs ?? 0;
+    // Shadow mode never holds a request back, not even to wait on another run's reservation.
+    const waitMs = shadow ? 0 : (tool.dedupe?.waitMs ?? 0);
     const deadline = Date.now() + waitMs;
     const newOperationId = uuidv7();
     const newAttemptId = uuidv7();
@@ -407,13 +419,14 @@ export class Gate implements GateHandler {
       reservedAt = performance.now();
       return this.#decideOrAbandon(key?.hash ?? null, newAttemptId, {
         ...common,
+        ...mode,
         kind: 'reserve',
         decisionId: uuidv7(),
         key,
         keyError,
         newOperationId,
         newAttemptId,
-        idempotencyHeader: tool.idempotency?.header ?? null,
+        idempotencyHeader: shadow ? null : (tool.idempotency?.header ?? null),
         retryBudget: tool.retry.budget,
         unknownRule: unknownRuleOf(tool),
         onExpired: tool.dedupe?.onExpired ?? 'unknown',
@@ -463,8 +476,11 @@ export class Gate implements GateHandler {
       result = await decide(observation);
     }
     if (result.verdict === 'reconcile') throw new Error('store asked to reconcile twice');
-    if (result.verdict !== 'allow')
-      return this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null);
+    if (result.verdict !== 'allow') {
+      return shadow
+        ? this.#sendAnyway(result, p, request, send, started, reconciled?.result ?? null)
+        : this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null);
+    }
 
     // What the decide took (a wait for a row lock, the other calls of a group-commit batch, its
     // queue) is lease the dispatch no longer has: the deadline counts from when the decide was
@@ -475,7 +491,7 @@ export class Gate implements GateHandler {
       deadlineMs === undefined ? undefined : Math.floor(deadlineMs - (performance.now() - reservedAt));
     const upstream = toUpstream(
       request,
-      tool.idempotency ? { name: tool.idempotency.header, value: result.operationId } : null,
+      tool.idempotency && !shadow ? { name: tool.idempotency.header, value: result.operationId } : null,
       leaseLeftMs,
       // An MCP server answers a call with an event stream when it has progress to send.
       tool.verdict.protocol === 'jsonrpc',
@@ -535,6 +551,75 @@ export class Gate implements GateHandler {
     const response = this.#relay(sent, facts);
     if (!written.recorded)
       (response.headers as Record<string, string>)['effectgate-warning'] = 'outcome-not-recorded';
+    if (shadow) (response.headers as Record<string, string>)['effectgate-mode'] = 'shadow';
+    return response;
+  }
+
+  /**
+   * Shadow mode's answer to every verdict but allow (shadow-dispatch.ts): the store recorded it as
+   * would_<verdict>; the request goes out as the agent wrote it, and what came back is recorded
+   * beside that decision before the agent gets the destination's own answer. A record the store
+   * cannot take is logged and flagged on the answer (the decision already says it was sent).
+   */
+  async #sendAnyway(
+    result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
+    p: Proposal,
+    request: GateRequest,
+    send: UpstreamSender,
+    started: number,
+    reconciliation: ReconciliationResult | null,
+  ): Promise<GateResponse> {
+    const { tool, common } = p;
+    const verdict = shadowVerdictOf(result.verdict);
+    const facts =
+      result.verdict === 'block'
+        ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
+        : factsForDecision(result, tool, 0, this.#ctx.maxDuplicateSkips);
+    const sendStarted = performance.now();
+    const sent = await send(toUpstream(request, null, undefined, tool.verdict.protocol === 'jsonrpc'));
+    const upstreamMs = performance.now() - sendStarted;
+    const dispatch = shadowDispatchOf(sent);
+    const recorded =
+      facts.decisionId === null
+        ? false
+        : await this.#o.store
+            .recordShadowDispatch({
+              decisionId: facts.decisionId,
+              operationId: facts.operationId,
+              toolId: tool.id,
+              runId: common.runId,
+              scope: common.scope,
+              verdict,
+              ...dispatch,
+              durationMs: roundMs(upstreamMs),
+            })
+            .catch((err: unknown) => {
+              this.#o.logger.warn(
+                { err: messageOf(err), tool: tool.id, decision: facts.decisionId },
+                'shadow dispatch not recorded: the trail shows the decision as sent without its answer',
+              );
+              return false;
+            });
+    this.#o.logger.info(
+      {
+        verdict,
+        mode: 'shadow',
+        tool: tool.id,
+        run: common.runId,
+        decision: facts.decisionId,
+        operation: facts.operationId,
+        attempt: null,
+        reconciliation,
+        dispatch_state: dispatch.dispatchState,
+        status: dispatch.status,
+      },
+      'governed decision',
+    );
+    this.#o.metrics.decision(verdict, tool.id, performance.now() - started - upstreamMs);
+    const response = this.#relay(sent, null);
+    const headers = response.headers as Record<string, string | string[]>;
+    Object.assign(headers, shadowHeaders(verdict, facts.decisionId, facts.operationId));
+    if (!recorded) headers['effectgate-warning'] = 'outcome-not-recorded';
     return response;
   }
 

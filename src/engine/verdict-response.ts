@@ -1,10 +1,10 @@
 import type { Tool } from '../policy/index.js';
-import type { DuplicateSource, Verdict } from '../store/index.js';
+import type { DuplicateSource, EnforcedVerdict } from '../store/index.js';
 import type { GateResponse, HeaderMap } from './types.js';
 
 /** The facts of one gate-made answer; rendered as problem+json, plain JSON or JSON-RPC. */
 export interface VerdictFacts {
-  readonly verdict: Verdict;
+  readonly verdict: EnforcedVerdict;
   readonly status: number;
   readonly title: string;
   /** Written for a model to read: what happened and what to do next. */
@@ -24,7 +24,7 @@ export interface VerdictFacts {
 }
 
 /** JSON-RPC error codes in the implementation-defined server range (JSON-RPC 2.0 §5.1). */
-const JSONRPC_CODES: Readonly<Record<Verdict, number>> = {
+const JSONRPC_CODES: Readonly<Record<EnforcedVerdict, number>> = {
   allow: -32050,
   duplicate: -32051,
   pending: -32052,

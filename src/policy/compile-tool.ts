@@ -4,7 +4,7 @@ import type { PolicyReader, Slot, SourcePosition } from './policy-reader.js';
 import { readArgumentPaths } from './policy-values.js';
 import type { RouteMatcher } from './route-matcher.js';
 import { readDedupe, readIdempotency, readOutcome, readReconcile, readResponse } from './tool-sections.js';
-import type { CompiledPath, Effect, Tool, VerdictProtocol } from './types.js';
+import type { CompiledPath, Effect, Tool, ToolMode, VerdictProtocol } from './types.js';
 
 export const TOOL_FIELDS = [
   'id',
@@ -19,6 +19,7 @@ export const TOOL_FIELDS = [
   'fingerprint',
   'reconcile',
   'verdict',
+  'mode',
 ] as const;
 
 const EFFECTS: readonly Effect[] = [
@@ -31,6 +32,7 @@ const EFFECTS: readonly Effect[] = [
   'financial',
 ];
 const PROTOCOLS: readonly VerdictProtocol[] = ['http', 'jsonrpc'];
+const MODES: readonly ToolMode[] = ['enforce', 'shadow'];
 // Ids show up in the trail, in verdict bodies and in CLI arguments: keep them plain.
 const TOOL_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
 
@@ -85,6 +87,9 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
     fingerprintIgnore: readFingerprintIgnore(r, f.get('fingerprint'), captures),
     reconcile: reconcileSlot === undefined ? null : readReconcile(r, reconcileSlot, captures),
     verdict: { protocol },
+    // Shadow mode (issue 15): verdicts recorded as would_*, nothing refused. A gate started with
+    // `--mode shadow` treats every tool so, whatever this says.
+    mode: readMode(r, f.get('mode')),
   };
   if (protocol === 'jsonrpc') tool.fingerprintIgnore.push(...JSONRPC_VOLATILE);
   if (r.issueCount !== before || matcher === null || effect === null || id === null) return null;
@@ -132,6 +137,10 @@ function readProtocol(r: PolicyReader, slot: Slot | undefined): VerdictProtocol 
   const f = slot === undefined ? null : r.fields(slot, ['protocol']);
   const protocol = f?.get('protocol');
   return (protocol && r.oneOf(protocol, PROTOCOLS)) ?? 'http';
+}
+
+function readMode(r: PolicyReader, slot: Slot | undefined): ToolMode {
+  return (slot && r.oneOf(slot, MODES)) ?? 'enforce';
 }
 
 function lineOf(r: PolicyReader, slot: Slot): number {

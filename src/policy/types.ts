@@ -5,6 +5,8 @@
 
 export type Effect = 'read' | 'create' | 'set_state' | 'append' | 'notify' | 'destroy' | 'financial';
 export type VerdictProtocol = 'http' | 'jsonrpc';
+/** `shadow`: the tool's verdicts are recorded as would_* and nothing is refused (issue 15). */
+export type ToolMode = 'enforce' | 'shadow';
 export type DefaultAction = 'allow' | 'block';
 
 /** Where a declaration came from, for error messages and the trail. */
@@ -142,6 +144,8 @@ export interface Tool {
   readonly fingerprintIgnore: readonly CompiledPath[];
   readonly reconcile: ReconcileConfig | null;
   readonly verdict: { readonly protocol: VerdictProtocol };
+  /** `enforce` unless the policy says `mode: shadow`. */
+  readonly mode: ToolMode;
 }
 
 /** Everything loaded from one policies folder (or file). Frozen. */

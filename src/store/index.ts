@@ -33,9 +33,13 @@ export type * from './types.js';
 export { uuidv7 } from './uuidv7.js';
 export {
   APPROVAL_STATES,
+  ENFORCED_VERDICTS,
+  GATE_MODES,
   OBSERVATION_KINDS,
   OPERATION_STATES,
   POSTED_OBSERVATION_KINDS,
   RETRY_REASONS,
   SETTLED_STATES,
+  SHADOW_VERDICTS,
+  VERDICTS,
 } from './vocabulary.js';

@@ -42,6 +42,9 @@ import type {
   RunRecord,
   RunReleaseInput,
   Scope,
+  ShadowDispatchInput,
+  ShadowVerdict,
+  ShadowVerdictCount,
   Store,
   StoreStats,
 } from './types.js';
@@ -480,7 +483,7 @@ export class KyselyStore implements Store {
 
   getDecision(id: string): Promise<DecisionRecord | null> {
     return this.#guard('getDecision', async () => {
-      const row = await this.#db.selectFrom('decisions').selectAll().where('id', '=', id).executeTakeFirst();
+      const row = await this.#decisions().where('d.id', '=', id).executeTakeFirst();
       return row ? toDecision(row) : null;
     });
   }
@@ -490,12 +493,56 @@ export class KyselyStore implements Store {
     readonly operationId?: string;
   }): Promise<DecisionRecord[]> {
     return this.#guard('listDecisions', async () => {
-      let query = this.#db.selectFrom('decisions').selectAll();
-      if (filter.runId !== undefined) query = query.where('run_id', '=', filter.runId);
-      if (filter.operationId !== undefined) query = query.where('operation_id', '=', filter.operationId);
-      const rows = await query.orderBy('created_at').orderBy('id').execute();
+      let query = this.#decisions();
+      if (filter.runId !== undefined) query = query.where('d.run_id', '=', filter.runId);
+      if (filter.operationId !== undefined) query = query.where('d.operation_id', '=', filter.operationId);
+      const rows = await query.orderBy('d.created_at').orderBy('d.id').execute();
       return rows.map(toDecision);
     });
+  }
+
+  countShadowVerdicts(filter?: { readonly since?: string }): Promise<readonly ShadowVerdictCount[]> {
+    return this.#guard('countShadowVerdicts', async () => {
+      // The predicate of decisions_would_idx (migration 0010), so only shadow rows are read.
+      let query = this.#db
+        .selectFrom('decisions')
+        .select(['tool_id', 'verdict', (eb) => eb.fn.countAll<string | number>().as('n')])
+        .where(sql<boolean>`verdict like 'would\_%'`)
+        .groupBy(['tool_id', 'verdict'])
+        .orderBy('tool_id')
+        .orderBy('verdict');
+      if (filter?.since !== undefined) query = query.where('created_at', '>=', sinceDate(filter.since));
+      const rows = await query.execute();
+      return rows.map((r) => ({
+        toolId: r.tool_id,
+        verdict: r.verdict as ShadowVerdict,
+        count: Number(r.n),
+      }));
+    });
+  }
+
+  recordShadowDispatch(input: ShadowDispatchInput): Promise<boolean> {
+    return this.#guard('recordShadowDispatch', async () => {
+      const { rows } = await sql<{
+        recorded: boolean;
+      }>`select eg_shadow_dispatched(${JSON.stringify(input)}) as recorded`.execute(this.#db);
+      return rows[0]?.recorded === true;
+    });
+  }
+
+  /** Decisions with their shadow dispatch (migration 0010), as `toDecision` reads them. */
+  #decisions() {
+    return this.#db
+      .selectFrom('decisions as d')
+      .leftJoin('shadow_dispatches as s', 's.decision_id', 'd.id')
+      .selectAll('d')
+      .select([
+        's.dispatch_state as shadow_dispatch_state',
+        's.status as shadow_status',
+        's.duration_ms as shadow_duration_ms',
+        's.error as shadow_error',
+        's.created_at as shadow_created_at',
+      ]);
   }
 
   readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]> {

@@ -92,7 +92,16 @@ export function toOperation(
   };
 }
 
-export function toDecision(row: Selectable<DecisionsTable>): DecisionRecord {
+/** A decision row with its shadow dispatch's columns (left-joined; all null when it has none). */
+export type DecisionRow = Selectable<DecisionsTable> & {
+  readonly shadow_dispatch_state: string | null;
+  readonly shadow_status: number | null;
+  readonly shadow_duration_ms: number | string | null;
+  readonly shadow_error: string | null;
+  readonly shadow_created_at: Date | string | null;
+};
+
+export function toDecision(row: DecisionRow): DecisionRecord {
   return {
     id: row.id,
     runId: row.run_id,
@@ -106,6 +115,16 @@ export function toDecision(row: Selectable<DecisionsTable>): DecisionRecord {
     scope: { tenant: row.tenant, area: row.area, agent: row.agent },
     explain: row.explain,
     createdAt: iso(row.created_at),
+    shadowDispatch:
+      row.shadow_dispatch_state === null || row.shadow_created_at === null
+        ? null
+        : {
+            dispatchState: row.shadow_dispatch_state as DispatchState,
+            status: row.shadow_status,
+            durationMs: row.shadow_duration_ms === null ? null : Number(row.shadow_duration_ms),
+            error: row.shadow_error,
+            recordedAt: iso(row.shadow_created_at),
+          },
   };
 }
 

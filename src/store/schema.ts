@@ -116,6 +116,23 @@ export interface DecisionsTable {
   created_at: Timestamp;
 }
 
+/** Migration 0010: a request shadow mode sent although its decision was would_<verdict>. */
+export interface ShadowDispatchesTable {
+  decision_id: string;
+  operation_id: string | null;
+  tool_id: string;
+  run_id: string;
+  tenant: string;
+  area: string;
+  agent: string;
+  verdict: string;
+  dispatch_state: string;
+  status: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  created_at: Timestamp;
+}
+
 export interface DedupeKeysTable {
   key_hash: string;
   tenant: string;
@@ -233,6 +250,7 @@ export interface Database {
   operations: OperationsTable;
   attempts: AttemptsTable;
   decisions: DecisionsTable;
+  shadow_dispatches: ShadowDispatchesTable;
   dedupe_keys: DedupeKeysTable;
   events: EventsTable;
   chain_head: ChainHeadTable;

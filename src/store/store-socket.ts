@@ -26,6 +26,7 @@ const SERVED = [
   'listOperations',
   'countOperations',
   'countDuplicates',
+  'countShadowVerdicts',
   'listObservations',
   'listApprovals',
   'getApproval',

@@ -11,11 +11,15 @@
 
 import type {
   APPROVAL_STATES,
+  ENFORCED_VERDICTS,
+  GATE_MODES,
   OBSERVATION_KINDS,
   OPERATION_STATES,
   POSTED_OBSERVATION_KINDS,
   RETRY_REASONS,
   SETTLED_STATES,
+  SHADOW_VERDICTS,
+  VERDICTS,
 } from './vocabulary.js';
 
 export interface Scope {
@@ -26,7 +30,11 @@ export interface Scope {
 
 export type DispatchState = 'not_sent' | 'sent_no_response' | 'response_received' | 'execution_error';
 export type OperationState = (typeof OPERATION_STATES)[number];
-export type Verdict = 'allow' | 'duplicate' | 'pending' | 'hold' | 'halted' | 'block';
+/** What enforce mode answers; `Verdict` adds what shadow mode records instead (`would_*`). */
+export type EnforcedVerdict = (typeof ENFORCED_VERDICTS)[number];
+export type ShadowVerdict = (typeof SHADOW_VERDICTS)[number];
+export type Verdict = (typeof VERDICTS)[number];
+export type GateMode = (typeof GATE_MODES)[number];
 export type RetryReason = (typeof RETRY_REASONS)[number];
 
 /**
@@ -130,6 +138,12 @@ interface DecideCommon {
   /** Loop breaker: a run told this many times that one effect is done halts when it proposes that effect again. */
   readonly maxDuplicateSkips: number;
   readonly request: RequestFacts;
+  /**
+   * `shadow` (issue 15): every verdict but allow is recorded as `would_<verdict>` and the caller
+   * sends the request anyway; a shadow decide never halts a run and never asks for an approval,
+   * so it leaves no state an operator must clear when the tool moves to enforce. Absent: enforce.
+   */
+  readonly mode?: GateMode;
 }
 
 /** Propose an effect: reserve its key (if any), or learn why not. */
@@ -594,6 +608,40 @@ export interface OperationFilter {
   readonly limit?: number;
 }
 
+/**
+ * What became of a request shadow mode sent although its decision was `would_<verdict>`
+ * (`Store.recordShadowDispatch`, migration 0010). Not an attempt: the gate reserved nothing and
+ * injected no Idempotency-Key for it; the trail shows it beside its decision.
+ */
+export interface ShadowDispatchInput {
+  readonly decisionId: string;
+  /** The operation the would-verdict named (the earlier effect), or `null`. */
+  readonly operationId: string | null;
+  readonly toolId: string;
+  readonly runId: string;
+  readonly scope: Scope;
+  readonly verdict: ShadowVerdict;
+  readonly dispatchState: DispatchState;
+  readonly status: number | null;
+  readonly durationMs: number;
+  readonly error: string | null;
+}
+
+export interface ShadowDispatchRecord {
+  readonly dispatchState: DispatchState;
+  readonly status: number | null;
+  readonly durationMs: number | null;
+  readonly error: string | null;
+  readonly recordedAt: string;
+}
+
+/** Shadow verdicts of one tool (`Store.countShadowVerdicts`): what enforce mode would have prevented. */
+export interface ShadowVerdictCount {
+  readonly toolId: string;
+  readonly verdict: ShadowVerdict;
+  readonly count: number;
+}
+
 export interface DecisionRecord {
   readonly id: string;
   readonly runId: string;
@@ -607,6 +655,11 @@ export interface DecisionRecord {
   readonly scope: Scope;
   readonly explain: string;
   readonly createdAt: string;
+  /**
+   * A `would_*` decision's request as sent anyway: `null` until recorded (in flight, or the gate
+   * stopped before it could record what came back); always `null` for an enforced verdict.
+   */
+  readonly shadowDispatch: ShadowDispatchRecord | null;
 }
 
 /**
@@ -702,6 +755,16 @@ export interface Store {
    * query for a whole list; an operation without one is absent from the answer.
    */
   countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>>;
+  /**
+   * What shadow mode recorded instead of refusing, per tool and verdict ("12 duplicate effects would
+   * have been skipped"), since `since` when given. Tools that never ran in shadow are absent.
+   */
+  countShadowVerdicts(filter?: { readonly since?: string }): Promise<readonly ShadowVerdictCount[]>;
+  /**
+   * Records what a request shadow mode sent anyway got back (eg_shadow_dispatched.sql): one row and
+   * one `shadow.dispatched` event; a second call for the same decision is ignored (true: recorded).
+   */
+  recordShadowDispatch(input: ShadowDispatchInput): Promise<boolean>;
   listObservations(operationId: string): Promise<ObservationRecord[]>;
   listApprovals(filter?: {
     readonly state?: ApprovalState;

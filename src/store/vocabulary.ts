@@ -54,3 +54,31 @@ export const POSTED_OBSERVATION_KINDS = Object.freeze(['callback', 'read_back', 
 
 /** The states evidence from outside can settle an unknown operation in. */
 export const SETTLED_STATES = Object.freeze(['succeeded', 'failed', 'duplicate_effect_confirmed'] as const);
+
+/** What the gate answers a governed proposal in enforce mode (DESIGN.md §4.2). */
+export const ENFORCED_VERDICTS = Object.freeze([
+  'allow',
+  'duplicate',
+  'pending',
+  'hold',
+  'halted',
+  'block',
+] as const);
+
+/**
+ * What shadow mode records instead of every verdict but allow (migration 0010): what enforce mode
+ * would have answered; the request was sent anyway.
+ */
+export const SHADOW_VERDICTS = Object.freeze([
+  'would_duplicate',
+  'would_pending',
+  'would_hold',
+  'would_halted',
+  'would_block',
+] as const);
+
+/** Every verdict a decision can record. */
+export const VERDICTS = Object.freeze([...ENFORCED_VERDICTS, ...SHADOW_VERDICTS] as const);
+
+/** `enforce`: verdicts are answered; `shadow`: recorded as would_<verdict>, nothing refused (issue 15). */
+export const GATE_MODES = Object.freeze(['enforce', 'shadow'] as const);

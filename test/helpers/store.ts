@@ -34,6 +34,8 @@ import type {
   RecoverInput,
   RunRecord,
   RunReleaseInput,
+  ShadowDispatchInput,
+  ShadowVerdictCount,
   Store,
   StoreStats,
 } from '../../src/store/types.js';
@@ -146,6 +148,14 @@ class TestStoreHandle implements TestStore {
 
   countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>> {
     return this.#inner.countDuplicates(operationIds);
+  }
+
+  countShadowVerdicts(filter?: { readonly since?: string }): Promise<readonly ShadowVerdictCount[]> {
+    return this.#inner.countShadowVerdicts(filter);
+  }
+
+  recordShadowDispatch(input: ShadowDispatchInput): Promise<boolean> {
+    return this.#inner.recordShadowDispatch(input);
   }
 
   listObservations(operationId: string): Promise<ObservationRecord[]> {

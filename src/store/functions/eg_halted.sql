@@ -56,10 +56,14 @@ begin
       or (p ->> 'claimedOperationId' = v_skipped_op and exists (select 1 from operations
         where id = v_skipped_op and state in ('succeeded', 'duplicate_effect_confirmed')))) then
     -- Halt now, unless a release (releases moved on) or another proposal's halt got there first.
-    update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
-      where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run
-        and halted_at is null and releases = v_releases;
-    if found then
+    -- Shadow mode (migration 0010) halts nothing: it answers would_halted for this proposal and
+    -- every later one of the effect, and leaves no halt for an operator to release.
+    if p ->> 'mode' is distinct from 'shadow' then
+      update runs set halted_at = now(), halt_decision_id = v_decision, halted_key_hash = v_key ->> 'hash'
+        where tenant = v_tenant and area = v_area and agent = v_agent and id = v_run
+          and halted_at is null and releases = v_releases;
+    end if;
+    if p ->> 'mode' = 'shadow' or found then
       v_halted_at := now();
       v_halt_decision := v_decision;
       v_halt_skips := v_skips;

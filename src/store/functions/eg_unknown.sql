@@ -151,8 +151,14 @@ begin
       jsonb_build_object('observation', v_obs, 'approval', v_used, 'outcomeLost', p_lost));
   end if;
 
-  -- hold: the retry needs a person. One open approval request per operation.
-  select * into v_request from eg_request_approval(v_op, v_prev, 'decision:' || (p ->> 'decisionId'), v_changed);
+  -- hold: the retry needs a person. One open approval request per operation. Not in shadow mode
+  -- (migration 0010): it sends the request anyway, so a card would ask a person about a retry that
+  -- already happened; the would_hold decision is the record of what enforce mode would have asked.
+  if p ->> 'mode' is distinct from 'shadow' then
+    select * into v_request from eg_request_approval(v_op, v_prev, 'decision:' || (p ->> 'decisionId'), v_changed);
+  else
+    select null::text as o_id, false as o_created into v_request;
+  end if;
   -- The latest decided approval, reported only when it ended without a retry (denied, revoked,
   -- expired): a used one was followed by an attempt the agent already knows about.
   select * into v_last from approvals

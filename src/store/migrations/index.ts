@@ -8,6 +8,7 @@ import { migration0006 } from './0006-event-retention/index.js';
 import { migration0007 } from './0007-observations-from-outside/index.js';
 import { migration0008 } from './0008-session-grants/index.js';
 import { migration0009 } from './0009-run-halts/index.js';
+import { migration0010 } from './0010-shadow-mode/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -28,6 +29,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0007-observations-from-outside': migration0007,
   '0008-session-grants': migration0008,
   '0009-run-halts': migration0009,
+  '0010-shadow-mode': migration0010,
 };
 
 export const migrationProvider: MigrationProvider = {
