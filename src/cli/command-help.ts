@@ -6,7 +6,7 @@ import {
   DECIDE_OPTIONS,
 } from './approvals-command.js';
 import { AUDIT_OPTIONS, USAGE as AUDIT_USAGE } from './audit-command.js';
-import { CA_OPTIONS, USAGE as CA_USAGE } from './ca-command.js';
+import { CA_BUNDLE_OPTIONS, CA_OPTIONS, USAGE as CA_USAGE } from './ca-command.js';
 import { DEMO_OPTIONS, USAGE as DEMO_USAGE } from './demo-command.js';
 import { GRANT_OPTIONS, GRANTS_OPTIONS } from './grants-command.js';
 import { MIGRATE_OPTIONS, USAGE as MIGRATE_USAGE } from './migrate-command.js';
@@ -47,7 +47,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   runs: { usage: RUNS_USAGE, flags: [RUNS_LIST_OPTIONS, RELEASE_OPTIONS] },
   audit: { usage: AUDIT_USAGE, flags: [AUDIT_OPTIONS] },
   migrate: { usage: MIGRATE_USAGE, flags: [MIGRATE_OPTIONS] },
-  ca: { usage: CA_USAGE, flags: [CA_OPTIONS] },
+  ca: { usage: CA_USAGE, flags: [CA_OPTIONS, CA_BUNDLE_OPTIONS] },
   demo: { usage: DEMO_USAGE, flags: [DEMO_OPTIONS] },
 };
 

@@ -45,6 +45,8 @@ commands:
   audit prune        --before TIME --archive FILE: archive (verified) and remove older events
   migrate            apply pending store migrations
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
+  ca bundle          --ca-dir DIR --out FILE [--system FILE]: the system roots plus DIR/ca.pem (never
+                     the key), for SSL_CERT_FILE / REQUESTS_CA_BUNDLE, which replace the system roots
   demo               a walk-through on a fake issue tracker: allow, duplicate, lost response, hold,
                      approval, trail; then the admin UI until Ctrl-C (--no-wait, --port PORT)
 

@@ -1,3 +1,4 @@
+export { type CaBundleOptions, type CaBundleResult, writeCaBundle } from './ca-bundle.js';
 export {
   CA_CERT_FILE,
   CA_KEY_FILE,

@@ -5,11 +5,17 @@
  * Secret, the ConfigMap's policy written out) and DATABASE_URL for the Secret. Only the ports
  * (free ones) and the governed host (a local TLS destination instead of api.github.com, trusted
  * through --upstream-ca) change: the point is that those args start a gate that is ready and
- * intercepts the ConfigMap's tool over HTTPS.
+ * intercepts the ConfigMap's tool over HTTPS. The ca-bundle init container's args run first, as in
+ * the pod, and the agent container's own environment (its CA variables at the swapped mounts) is
+ * given to curl, Python and Node: each must trust the gate's leaf for the governed host and, where
+ * its variable replaces the system roots, also a host the gate only tunnels (a stand-in "system
+ * root" added with --system: the image's Node roots do not know a loopback test certificate).
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { ProxyAgent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -25,17 +31,33 @@ const manifest = (file: string): Obj =>
 const deployment = manifest('deployment.yaml');
 const pod = deployment['spec']['template']['spec'] as Obj;
 const gate = (pod['initContainers'] as Obj[]).find((c) => c['name'] === 'effectgate')!;
+const bundler = (pod['initContainers'] as Obj[]).find((c) => c['name'] === 'ca-bundle')!;
+const agentSpec = (pod['containers'] as Obj[]).find((c) => c['name'] === 'agent')!;
 const job = manifest('migrate-job.yaml')['spec']['template']['spec']['containers'][0] as Obj;
 const policies = manifest('policies-configmap.yaml')['data'] as Record<string, string>;
 
 /** Where the pod spec mounts `volume` in the gate container. */
 const mountPath = (volume: string): string =>
   (gate['volumeMounts'] as Obj[]).find((m) => m['name'] === volume)!['mountPath'];
+const run = promisify(execFile);
+const REPO = new URL('../../', import.meta.url).pathname;
+
+/** `value` with the container's mount path it starts with replaced by that volume's local folder. */
+function swapMounts(container: Obj, local: Record<string, string>, value: string): string {
+  for (const m of container['volumeMounts'] as Obj[]) {
+    const path = m['mountPath'] as string;
+    if (value === path || value.startsWith(`${path}/`)) return local[m['name']]! + value.slice(path.length);
+  }
+  return value;
+}
 
 describe('the k8s sidecar args, run as the built CLI', () => {
   let dir: string;
   let upstream: Upstream;
   let proxy: ProxyProcess;
+  let tunnelled: Upstream;
+  /** The agent container's environment, its mounts swapped for the local folders. */
+  let agentEnv: NodeJS.ProcessEnv;
   const token = 'k8s-sidecar-test-token-0123456789';
   const upstreamCert = selfSignedCert();
 
@@ -44,6 +66,8 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     upstream = await startUpstream(reply(201, { html_url: 'https://issues.example.test/7' }), {
       tls: upstreamCert,
     });
+    // A host no tool names: the gate tunnels it, so the agent sees its own certificate.
+    tunnelled = await startUpstream(reply(200), { tls: upstreamCert });
     // The Secret effectgate-ca, made as the README makes it.
     expect((await runCli(['ca', 'init', '--dir', join(dir, 'ca')])).code).toBe(0);
     // The ConfigMap, its governed host pointed at the local destination.
@@ -68,20 +92,47 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     });
     expect(args).toContain('--no-migrate');
     expect(args).toContain(`--ca-dir=${join(dir, 'ca')}`);
+    // The ca-bundle init container, its volumes as folders: the certificate-only projection of
+    // the Secret (ca-cert) and the emptyDir (trust) the agent reads.
+    mkdirSync(join(dir, 'ca-cert'));
+    copyFileSync(join(dir, 'ca', 'ca.pem'), join(dir, 'ca-cert', 'ca.pem'));
+    mkdirSync(join(dir, 'trust'));
+    const local = { 'ca-cert': join(dir, 'ca-cert'), trust: join(dir, 'trust') };
+    const bundleArgs = (bundler['args'] as string[]).map((arg) => {
+      const [flag, value] = arg.split('=');
+      return value === undefined ? arg : `${flag}=${swapMounts(bundler, local, value)}`;
+    });
+    // The stand-in system root: what the image's own roots are for api.github.com.
+    const bundled = await runCli([...bundleArgs, `--system=${join(dir, 'upstream.pem')}`]);
+    expect(bundled.code, bundled.stderr).toBe(0);
     proxy = await startProxyProcess(
       [
         ...args,
-        // The local destination's port and self-signed root: what api.github.com:443 needs not.
-        `--allow-connect-ports=${upstream.port}`,
+        // The local destinations' ports and self-signed root: what api.github.com:443 needs not.
+        `--allow-connect-ports=${upstream.port},${tunnelled.port}`,
         `--upstream-ca=${join(dir, 'upstream.pem')}`,
       ],
       env,
     );
+    // This machine's own CA and proxy settings dropped: only the manifest's count. Its NO_PROXY
+    // is dropped too: it lists 127.0.0.1, which here stands for the governed api.github.com.
+    agentEnv = Object.fromEntries(
+      Object.entries(process.env).filter(
+        ([name]) =>
+          !/^(CURL_CA_BUNDLE|SSL_CERT_FILE|SSL_CERT_DIR|REQUESTS_CA_BUNDLE|NIX_SSL_CERT_FILE)$/.test(name) &&
+          !/_proxy$/i.test(name),
+      ),
+    );
+    for (const e of agentSpec['env'] as Obj[]) {
+      if (/^no_proxy$/i.test(e['name'])) continue;
+      agentEnv[e['name']] = /_proxy$/i.test(e['name']) ? proxy.url : swapMounts(agentSpec, local, e['value']);
+    }
   }, 120_000);
 
   afterAll(async () => {
     await proxy?.stop();
     await upstream?.close();
+    await tunnelled?.close();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -115,5 +166,60 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     } finally {
       await agent.close();
     }
+  });
+  it("the agent's own environment: curl and Python verify the governed host's leaf and a tunnelled host's certificate with the bundle", async () => {
+    expect(agentEnv['SSL_CERT_FILE']).toBe(join(dir, 'trust', 'ca-bundle.pem'));
+    const governed = `https://127.0.0.1:${upstream.port}/repos/acme/api/issues`;
+    const other = `https://localhost:${tunnelled.port}/`;
+    const curl = async (...args: string[]): Promise<string> =>
+      (
+        await run(
+          'curl',
+          ['-sS', '-o', '/dev/null', '-w', '%{http_code} %header{effectgate-verdict}', ...args],
+          { env: agentEnv },
+        )
+      ).stdout.trim();
+    expect(
+      await curl(
+        '-X',
+        'POST',
+        '-H',
+        'content-type: application/json',
+        '-d',
+        '{"title":"via curl"}',
+        governed,
+      ),
+    ).toBe('201 allow');
+    expect(await curl(other)).toBe('200');
+    const python = async (url: string, title?: string): Promise<string> => {
+      const script = [
+        'import json, sys, urllib.request',
+        'data = None if len(sys.argv) < 3 else json.dumps({"title": sys.argv[2]}).encode()',
+        'r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=data, headers={"content-type": "application/json"}), timeout=10)',
+        'print(r.status, r.headers.get("effectgate-verdict") or "")',
+      ].join('\n');
+      return (
+        await run('python3', ['-c', script, url, ...(title === undefined ? [] : [title])], { env: agentEnv })
+      ).stdout.trim();
+    };
+    expect(await python(governed, 'via python')).toBe('201 allow');
+    expect(await python(other)).toBe('200');
+    // Node: NODE_EXTRA_CA_CERTS adds the gate's CA alone to its roots, enough for the governed host.
+    const node = await run(
+      process.execPath,
+      [
+        '-e',
+        `const u=require('undici');u.fetch(${JSON.stringify(governed)},{method:'POST',dispatcher:new u.EnvHttpProxyAgent(),headers:{'content-type':'application/json'},body:JSON.stringify({title:'via node'})}).then(r=>console.log(r.status,r.headers.get('effectgate-verdict')))`,
+      ],
+      { env: agentEnv, cwd: REPO },
+    );
+    expect(node.stdout.trim()).toBe('201 allow');
+    expect(tunnelled.requests).toHaveLength(2);
+    expect(upstream.requests.map((r) => JSON.parse(r.body.toString()).title)).toEqual([
+      'Disk full',
+      'via curl',
+      'via python',
+      'via node',
+    ]);
   });
 });

@@ -8,6 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parseDocument } from 'yaml';
+import { CA_BUNDLE_OPTIONS } from '../../src/cli/ca-command.js';
 import { MIGRATE_OPTIONS } from '../../src/cli/migrate-command.js';
 import { PROXY_OPTIONS } from '../../src/cli/proxy-command.js';
 import { parsePolicyFiles } from '../../src/policy/index.js';
@@ -29,6 +30,15 @@ const migrateFlags = (args: string[]): Obj => {
   expect(args[0]).toBe('migrate');
   return parseArgs({ args: args.slice(1), options: MIGRATE_OPTIONS, strict: true }).values;
 };
+/** `effectgate ca bundle …` args, parsed against the real flag table: the agent's trust bundle. */
+const bundleFlags = (args: string[]): Obj => {
+  expect(args.slice(0, 2)).toEqual(['ca', 'bundle']);
+  const values = parseArgs({ args: args.slice(2), options: CA_BUNDLE_OPTIONS, strict: true }).values as Obj;
+  expect(values['ca-dir'], '--ca-dir').toBeDefined();
+  expect(values['out'], '--out').toBeDefined();
+  return values;
+};
+const dirOf = (file: string): string => file.slice(0, file.lastIndexOf('/'));
 const portOf = (listen: string): number => Number(listen.slice(listen.lastIndexOf(':') + 1));
 const envOf = (c: Obj): Record<string, Obj> =>
   Object.fromEntries(((c['env'] ?? []) as Obj[]).map((e) => [e['name'] as string, e]));
@@ -41,7 +51,13 @@ const rawHosts = (files: { text: string }[]): string[] =>
 
 /** The agent's environment every proxy-aware client needs, whatever its language. */
 const PROXY_VARS = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'];
-const CA_VARS = ['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE'];
+/** Adds to Node's roots: the gate's CA alone is right. */
+const NODE_CA_VAR = 'NODE_EXTRA_CA_CERTS';
+/**
+ * Replace the system roots (curl; OpenSSL, so Python's ssl and Go; Python requests): they must
+ * name the combined bundle, or every HTTPS host the gate does not intercept fails to verify.
+ */
+const BUNDLE_VARS = ['CURL_CA_BUNDLE', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE'];
 
 describe('docker/Dockerfile', () => {
   const text = read('docker/Dockerfile');
@@ -112,6 +128,7 @@ describe('compose.yaml', () => {
     expect(doc.errors).toEqual([]);
     expect(Object.keys(services).sort()).toEqual([
       'agent',
+      'ca-bundle',
       'ca-init',
       'gate',
       'migrate',
@@ -158,15 +175,51 @@ describe('compose.yaml', () => {
       expect(services[name]!['healthcheck'], name).toBeDefined();
   });
 
-  it("points the agent at the gate's --listen port, in both cases, trusting the CA", () => {
+  /** `volume:path[:ro]` entries of a service, as `{ volume, path, ro }`. */
+  const mounts = (service: Obj): { volume: string; path: string; ro: boolean }[] =>
+    (service['volumes'] as string[]).map((v) => {
+      const [volume, path, mode] = v.split(':');
+      return { volume: volume!, path: path!, ro: mode === 'ro' };
+    });
+  const volumeAt = (service: Obj, path: string): string | undefined =>
+    mounts(service).find((m) => m.path === path)?.volume;
+
+  it("points the agent at the gate's --listen port, in both cases", () => {
     const env = agent['environment'] as Record<string, string>;
     for (const v of PROXY_VARS) expect(env[v], v).toBe(`http://gate:${portOf(gateFlags['listen'])}`);
     expect(env['NO_PROXY']).not.toContain('tracker');
     expect(env['no_proxy']).toBe(env['NO_PROXY']);
-    const [volume, path] = (agent['volumes'][0] as string).split(':');
-    expect(volume).toBe('ca-public');
-    for (const v of CA_VARS) expect(env[v], v).toBe(`${path}/ca.pem`);
     expect(agent['depends_on']['gate']['condition']).toBe('service_healthy');
+  });
+
+  it("writes the agent's trust bundle in a one-shot service, with the CLI's real flags, from the certificate only", () => {
+    const bundler = services['ca-bundle']!;
+    const flags = bundleFlags(bundler['command']);
+    expect(bundler['restart']).toBe('no');
+    expect(bundler['depends_on']['ca-init']['condition']).toBe('service_completed_successfully');
+    expect(agent['depends_on']['ca-bundle']['condition']).toBe('service_completed_successfully');
+    // --ca-dir is the public copy ca-init makes (cp …/ca.pem /ca-public/ca.pem), not the CA volume.
+    expect(volumeAt(bundler, flags['ca-dir'])).toBe('ca-public');
+    expect(services['ca-init']!['command'][0]).toContain('cp /ca/ca.pem /ca-public/ca.pem');
+    // --out lands on a writable volume the agent mounts.
+    const out = mounts(bundler).find((m) => m.path === dirOf(flags['out']))!;
+    expect(out.ro).toBe(false);
+    const seen = mounts(agent).find((m) => m.volume === out.volume)!;
+    expect(seen.ro).toBe(true);
+    const env = agent['environment'] as Record<string, string>;
+    for (const v of BUNDLE_VARS)
+      expect(env[v], v).toBe(`${seen.path}${flags['out'].slice(dirOf(flags['out']).length)}`);
+    // NODE_EXTRA_CA_CERTS adds to Node's roots: the CA certificate alone.
+    const nodeCa = env[NODE_CA_VAR]!;
+    expect(nodeCa.endsWith(`/${CA_CERT_FILE}`)).toBe(true);
+    expect(volumeAt(agent, dirOf(nodeCa))).toBe('ca-public');
+  });
+
+  it('mounts the CA volume (the key) only in ca-init and the gate', () => {
+    const holders = Object.entries(services)
+      .filter(([, service]) => (service['volumes'] ?? []).some((v: string) => v.split(':')[0] === 'ca'))
+      .map(([name]) => name);
+    expect(holders.sort()).toEqual(['ca-init', 'gate']);
   });
 });
 
@@ -182,6 +235,7 @@ describe('deploy/k8s (kustomize base)', () => {
   const byKind = (kind: string): Obj => docs.find((d) => d['kind'] === kind)!;
   const pod = byKind('Deployment')['spec']['template']['spec'] as Obj;
   const gate = (pod['initContainers'] as Obj[]).find((c) => c['name'] === 'effectgate')!;
+  const bundler = (pod['initContainers'] as Obj[]).find((c) => c['name'] === 'ca-bundle')!;
   const agent = (pod['containers'] as Obj[]).find((c) => c['name'] === 'agent')!;
   const flags = proxyFlags(gate['args']);
   const volumes = Object.fromEntries((pod['volumes'] as Obj[]).map((v) => [v['name'] as string, v]));
@@ -268,20 +322,54 @@ describe('deploy/k8s (kustomize base)', () => {
           host,
         ).toBe(false);
     }
-    for (const v of CA_VARS) {
-      const file = env[v]!['value'] as string;
-      const mount = (agent['volumeMounts'] as Obj[]).find((m) => file.startsWith(`${m['mountPath']}/`))!;
-      expect(mount, v).toBeDefined();
-      const items = volumes[mount['name']]!['secret']['items'] as Obj[];
-      expect(items.map((i) => i['path'])).toEqual([file.slice(mount['mountPath'].length + 1)]);
-    }
+    // NODE_EXTRA_CA_CERTS adds to Node's roots: the certificate of the Secret the gate reads.
+    const nodeCa = env[NODE_CA_VAR]!['value'] as string;
+    const mount = (agent['volumeMounts'] as Obj[]).find((m) => m['mountPath'] === dirOf(nodeCa))!;
+    expect(mount, NODE_CA_VAR).toBeDefined();
+    const secret = volumes[mount['name']]!['secret'] as Obj;
+    expect(secret['secretName']).toBe(
+      volumes[mountAt(gate, flags['ca-dir'])['name']]!['secret']['secretName'],
+    );
+    expect(secret['items']).toEqual([{ key: CA_CERT_FILE, path: nodeCa.slice(dirOf(nodeCa).length + 1) }]);
   });
 
-  it("gives the agent the CA certificate only, never the gate's key", () => {
-    for (const m of agent['volumeMounts'] as Obj[]) {
-      const secret = volumes[m['name']]!['secret'];
-      if (secret !== undefined) expect(secret['items'].map((i: Obj) => i['key'])).toEqual([CA_CERT_FILE]);
-    }
+  it("writes the agent's trust bundle in an init container before the sidecar, with the CLI's real flags", () => {
+    const names = (pod['initContainers'] as Obj[]).map((c) => c['name']);
+    expect(names.indexOf('ca-bundle')).toBeGreaterThanOrEqual(0);
+    expect(names.indexOf('ca-bundle')).toBeLessThan(names.indexOf('effectgate'));
+    // An ordinary init container: it runs to completion before the next one starts.
+    expect(bundler['restartPolicy']).toBeUndefined();
+    expect(bundler['image']).toBe(gate['image']);
+    const bundle = bundleFlags(bundler['args']);
+    // --ca-dir: the certificate-only volume, at the path the flag names.
+    const caVolume = volumes[mountAt(bundler, bundle['ca-dir'])['name']]!;
+    expect(caVolume['secret']['items'].map((i: Obj) => i['path'])).toEqual([CA_CERT_FILE]);
+    // --out: a writable emptyDir the agent mounts (read-only) where its variables point.
+    const outMount = mountAt(bundler, dirOf(bundle['out']));
+    expect(outMount.readOnly).not.toBe(true);
+    expect(volumes[outMount['name']]!['emptyDir']).toBeDefined();
+    const seen = (agent['volumeMounts'] as Obj[]).find((m) => m['name'] === outMount['name'])!;
+    expect(seen['readOnly']).toBe(true);
+    const env = envOf(agent);
+    for (const v of BUNDLE_VARS)
+      expect(env[v]?.['value'], v).toBe(
+        `${seen['mountPath']}${bundle['out'].slice(dirOf(bundle['out']).length)}`,
+      );
+  });
+
+  it("mounts the gate's key in the gate container only: never in the agent nor the bundle step", () => {
+    /** A Secret volume without `items` projects every key of the Secret, ca-key.pem included. */
+    const holdsKey = (volume: Obj): boolean =>
+      volume['secret'] !== undefined &&
+      (volume['secret']['items'] === undefined ||
+        (volume['secret']['items'] as Obj[]).some((i) => i['key'] === CA_KEY_FILE));
+    const holders = [...pod['initContainers'], ...pod['containers']]
+      .filter((c: Obj) => ((c['volumeMounts'] ?? []) as Obj[]).some((m) => holdsKey(volumes[m['name']]!)))
+      .map((c: Obj) => c['name']);
+    expect(holders).toEqual(['effectgate']);
+    expect(pod['volumes'].filter(holdsKey).map((v: Obj) => v['name'])).toEqual([
+      mountAt(gate, flags['ca-dir'])['name'],
+    ]);
   });
 
   it('mounts only volumes the pod defines, and sets resources on every container', () => {
