@@ -5,7 +5,7 @@ import type { PolicyReader, Slot } from './policy-reader.js';
 import { readJsonPath, readMethod } from './policy-values.js';
 import { type BodyCondition, RouteMatcher } from './route-matcher.js';
 
-const MATCH_FIELDS = ['hosts', 'method', 'path', 'body'] as const;
+export const MATCH_FIELDS = ['hosts', 'method', 'path', 'body'] as const;
 
 export interface CompiledMatch {
   /** `null` when any part of the block was invalid (the issues are already recorded). */

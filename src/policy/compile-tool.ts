@@ -22,6 +22,10 @@ export const TOOL_FIELDS = [
   'mode',
 ] as const;
 
+export const RETRY_FIELDS = ['budget'] as const;
+export const FINGERPRINT_FIELDS = ['ignore'] as const;
+export const VERDICT_FIELDS = ['protocol'] as const;
+
 const EFFECTS: readonly Effect[] = [
   'read',
   'create',
@@ -103,7 +107,7 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
 }
 
 function readRetryBudget(r: PolicyReader, slot: Slot | undefined): number {
-  const f = slot === undefined ? null : r.fields(slot, ['budget']);
+  const f = slot === undefined ? null : r.fields(slot, RETRY_FIELDS);
   const budget = f?.get('budget');
   return (budget && r.integer(budget, 1)) ?? 3;
 }
@@ -128,13 +132,13 @@ function readFingerprintIgnore(
   slot: Slot | undefined,
   captures: readonly string[] | null,
 ): CompiledPath[] {
-  const f = slot === undefined ? null : r.fields(slot, ['ignore']);
+  const f = slot === undefined ? null : r.fields(slot, FINGERPRINT_FIELDS);
   const ignore = f?.get('ignore');
   return ignore === undefined ? [] : readArgumentPaths(r, ignore, captures);
 }
 
 function readProtocol(r: PolicyReader, slot: Slot | undefined): VerdictProtocol {
-  const f = slot === undefined ? null : r.fields(slot, ['protocol']);
+  const f = slot === undefined ? null : r.fields(slot, VERDICT_FIELDS);
   const protocol = f?.get('protocol');
   return (protocol && r.oneOf(protocol, PROTOCOLS)) ?? 'http';
 }

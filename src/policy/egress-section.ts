@@ -13,6 +13,8 @@ import type { EgressClass, EgressPolicy } from './types.js';
 const HOST_NAME =
   /^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
 
+export const EGRESS_FIELDS = ['deny', 'allow'] as const;
+
 /** A file's `egress` block, compiled, with the text files are compared by (`deny` / `allow` as written, in order). */
 export interface ParsedEgress {
   readonly policy: EgressPolicy;
@@ -27,7 +29,7 @@ export interface ParsedEgress {
  */
 export function readEgress(r: PolicyReader, slot: Slot): ParsedEgress | null {
   const before = r.issueCount;
-  const f = r.fields(slot, ['deny', 'allow']);
+  const f = r.fields(slot, EGRESS_FIELDS);
   if (f === null) return null;
   const denySlot = f.get('deny');
   const allowSlot = f.get('allow');

@@ -22,6 +22,7 @@ export {
   type ExpectedVerdict,
   type PolicyExample,
 } from './policy-examples.js';
+export { POLICY_FIELDS } from './policy-fields.js';
 export { suggestField } from './suggest-field.js';
 export {
   type AnnotationReport,

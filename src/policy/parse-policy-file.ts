@@ -11,7 +11,8 @@ export const MAX_POLICY_FILE_BYTES = 1024 * 1024;
 /** Enough for shared host lists; far below what a "billion laughs" document needs. */
 export const MAX_ALIAS_COUNT = 50;
 
-const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'egress', 'tools', 'examples'] as const;
+export const TOP_FIELDS = ['version', 'default', 'loop_breaker', 'egress', 'tools', 'examples'] as const;
+export const LOOP_BREAKER_FIELDS = ['max_duplicate_skips'] as const;
 
 /** A file-level setting with where it was written, so conflicts across files can name both. */
 export interface Located<T> {
@@ -62,7 +63,7 @@ export function parsePolicyFile(file: string, text: string, issues: PolicyIssue[
   const def = f.get('default');
   const defValue = def === undefined ? null : r.oneOf(def, ['allow', 'block'] as const);
   const lb = f.get('loop_breaker');
-  const lbFields = lb === undefined ? null : r.fields(lb, ['max_duplicate_skips']);
+  const lbFields = lb === undefined ? null : r.fields(lb, LOOP_BREAKER_FIELDS);
   const skips = lbFields?.get('max_duplicate_skips');
   const skipsValue = skips === undefined ? null : r.integer(skips, 1);
   const egress = f.get('egress');

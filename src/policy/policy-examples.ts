@@ -17,10 +17,10 @@ export const EXPECTED_VERDICTS: readonly ExpectedVerdict[] = [
   'pass',
 ];
 
-const EXAMPLE_FIELDS = ['name', 'request', 'expect', 'response'] as const;
-const REQUEST_FIELDS = ['method', 'url', 'headers', 'body'] as const;
-const EXPECT_FIELDS = ['tool', 'key', 'first', 'second', 'status'] as const;
-const RESPONSE_FIELDS = ['status', 'headers', 'body'] as const;
+export const EXAMPLE_FIELDS = ['name', 'request', 'expect', 'response'] as const;
+export const EXAMPLE_REQUEST_FIELDS = ['method', 'url', 'headers', 'body'] as const;
+export const EXAMPLE_EXPECT_FIELDS = ['tool', 'key', 'first', 'second', 'status'] as const;
+export const EXAMPLE_RESPONSE_FIELDS = ['status', 'headers', 'body'] as const;
 
 /** A request an example sends; `body` is the YAML value (sent as JSON, or as a form). */
 export interface ExampleRequest {
@@ -93,7 +93,7 @@ export function readExamples(r: PolicyReader, slot: Slot): PolicyExample[] {
 }
 
 function readRequest(r: PolicyReader, slot: Slot): ExampleRequest | null {
-  const f = r.fields(slot, REQUEST_FIELDS, ['method', 'url']);
+  const f = r.fields(slot, EXAMPLE_REQUEST_FIELDS, ['method', 'url']);
   if (f === null) return null;
   const methodSlot = f.get('method');
   const method = methodSlot === undefined ? null : r.string(methodSlot);
@@ -124,7 +124,7 @@ function readRequest(r: PolicyReader, slot: Slot): ExampleRequest | null {
 }
 
 function readExpect(r: PolicyReader, slot: Slot): ExampleExpectation | null {
-  const f = r.fields(slot, EXPECT_FIELDS, ['tool', 'first']);
+  const f = r.fields(slot, EXAMPLE_EXPECT_FIELDS, ['tool', 'first']);
   if (f === null) return null;
   const toolSlot = f.get('tool');
   let tool: string | null | undefined;
@@ -149,7 +149,7 @@ function readExpect(r: PolicyReader, slot: Slot): ExampleExpectation | null {
 }
 
 function readResponseStub(r: PolicyReader, slot: Slot): ExampleResponse | null {
-  const f = r.fields(slot, RESPONSE_FIELDS, ['status']);
+  const f = r.fields(slot, EXAMPLE_RESPONSE_FIELDS, ['status']);
   if (f === null) return null;
   const statusSlot = f.get('status');
   const status = statusSlot === undefined ? null : readStatus(r, statusSlot);

@@ -24,6 +24,12 @@ import type {
 // Section readers for one tool. Each records its issues on the reader and returns a fully
 // defaulted value (possibly partial after an error; compileTool drops a tool that had issues).
 
+export const DEDUPE_FIELDS = ['key', 'window', 'pending_ttl', 'wait', 'on_missing', 'on_expired'] as const;
+export const IDEMPOTENCY_FIELDS = ['header', 'honored'] as const;
+export const OUTCOME_FIELDS = [...OUTCOME_CLASSES, 'tool_error'] as const;
+export const RESPONSE_FIELDS = ['ref', 'replayed_header'] as const;
+export const RECONCILE_FIELDS = ['method', 'path', 'items', 'match'] as const;
+
 const MINUTE = 60_000;
 // Most list endpoints answer with a JSON array of items.
 const DEFAULT_ITEMS = compileJsonPath('$[*]');
@@ -33,11 +39,7 @@ export function readDedupe(
   slot: Slot,
   captures: readonly string[] | null,
 ): DedupeConfig | null {
-  const f = r.fields(
-    slot,
-    ['key', 'window', 'pending_ttl', 'wait', 'on_missing', 'on_expired'],
-    ['key', 'window'],
-  );
+  const f = r.fields(slot, DEDUPE_FIELDS, ['key', 'window']);
   if (f === null) return null;
   const keySlot = f.get('key');
   const keyItems = keySlot === undefined ? [] : (r.items(keySlot) ?? []);
@@ -67,7 +69,7 @@ export function readDedupe(
 }
 
 export function readIdempotency(r: PolicyReader, slot: Slot): IdempotencyConfig | null {
-  const f = r.fields(slot, ['header', 'honored']);
+  const f = r.fields(slot, IDEMPOTENCY_FIELDS);
   if (f === null) return null;
   const header = f.get('header');
   const honored = f.get('honored');
@@ -89,7 +91,7 @@ export function readOutcome(
   const f =
     slot === undefined
       ? new Map<string, Slot>()
-      : (r.fields(slot, [...OUTCOME_CLASSES, 'tool_error']) ?? new Map<string, Slot>());
+      : (r.fields(slot, OUTCOME_FIELDS) ?? new Map<string, Slot>());
   const toolErrorSlot = f.get('tool_error');
   let toolError: OutcomeClass = 'failed';
   if (toolErrorSlot !== undefined) {
@@ -143,7 +145,7 @@ export function readOutcome(
 }
 
 export function readResponse(r: PolicyReader, slot: Slot | undefined): ResponseConfig {
-  const f = slot === undefined ? null : r.fields(slot, ['ref', 'replayed_header']);
+  const f = slot === undefined ? null : r.fields(slot, RESPONSE_FIELDS);
   const ref = f?.get('ref');
   const header = f?.get('replayed_header');
   const headerName = header === undefined ? null : readHeaderName(r, header);
@@ -159,7 +161,7 @@ export function readReconcile(
   slot: Slot,
   captures: readonly string[] | null,
 ): ReconcileConfig | null {
-  const f = r.fields(slot, ['method', 'path', 'items', 'match'], ['path', 'match']);
+  const f = r.fields(slot, RECONCILE_FIELDS, ['path', 'match']);
   if (f === null) return null;
   const method = f.get('method');
   const pathSlot = f.get('path');
