@@ -4,7 +4,7 @@ import { TRANSPORT_PROBLEMS } from '../../../src/engine/problem-response.js';
 import { renderVerdict } from '../../../src/engine/verdict-response.js';
 import { ERROR_CODES } from '../../../src/errors.js';
 import { EXPECTED_VERDICTS, parsePolicyFiles } from '../../../src/policy/index.js';
-import type { Verdict } from '../../../src/store/index.js';
+import { ENFORCED_VERDICTS, type EnforcedVerdict } from '../../../src/store/index.js';
 import { httpText, VERDICT_EXAMPLES } from './verdict-examples.js';
 
 /*
@@ -13,7 +13,7 @@ import { httpText, VERDICT_EXAMPLES } from './verdict-examples.js';
  * JSON-RPC error code and every problem slug the gate answers agents with must appear on the page.
  */
 // The verdicts a gate answers with (`pass` is policies test's word for no verdict at all).
-const VERDICT_SET = EXPECTED_VERDICTS.filter((v): v is Verdict => v !== 'pass');
+const VERDICT_SET = EXPECTED_VERDICTS.filter((v): v is EnforcedVerdict => (ENFORCED_VERDICTS as readonly string[]).includes(v));
 const docs = readFileSync(new URL('../../../docs/verdicts.md', import.meta.url), 'utf8');
 
 const blocks = new Map(
