@@ -6,8 +6,12 @@
  * DATABASE_URL), real loopback destination, real upstream client.
  */
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGate, type Gate, tracerFromEnv } from '../../../src/engine/index.js';
+import { createGate, type Gate, tracerFromEnv, tracingFromEnv } from '../../../src/engine/index.js';
+import { createOtelTracer } from '../../../src/engine/otel-tracer.js';
+import type { Proposal } from '../../../src/engine/proposal.js';
 import type { GateRequest } from '../../../src/engine/types.js';
 import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
@@ -38,6 +42,7 @@ tools:
   },
 ]);
 
+const silentLogger = { info() {}, warn() {}, error() {} };
 const scope = { tenant: 'acme', area: 'support', agent: 'bot' };
 const SECRET = 'XOXB-SUPER-SECRET';
 const CREDENTIAL = 'Bearer sk-live-credential';
@@ -248,3 +253,31 @@ for (const target of storeTargets()) {
     });
   });
 }
+
+describe('closing a tracer whose collector never answers', () => {
+  it('gives up after its bound instead of holding the gate’s stop', async () => {
+    // Accepts the export and never answers: the exporter's own timeout (10 s) is longer.
+    const sockets = new Set<Socket>();
+    const blackHole = createServer(() => undefined);
+    blackHole.on('connection', (s) => sockets.add(s));
+    await new Promise<void>((resolve) => blackHole.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(blackHole.address() as AddressInfo).port}/v1/traces`;
+    const settings = tracingFromEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url });
+    if (!settings.on) throw new Error('tracing should be on');
+    const tracer = createOtelTracer({ ...settings, logger: silentLogger, closeTimeoutMs: 300 });
+    const proposal = { tool: { id: 't.x', effect: 'create' }, common: { runId: 'r' } } as unknown as Proposal;
+    const head = { headers: {} } as unknown as GateRequest;
+    tracer
+      .decision(head, proposal, performance.now())
+      .end({ status: 200, headers: {}, body: new Uint8Array(0) });
+    const started = Date.now();
+    await tracer.close();
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(250);
+    expect(took).toBeLessThan(2_000);
+    // A second close is the same one.
+    await tracer.close();
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => blackHole.close(() => resolve()));
+  });
+});
