@@ -17,7 +17,13 @@ import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
 import { type CollectedSpan, type OtlpCollector, startOtlpCollector } from '../../helpers/otlp-collector.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { commitThenDestroy, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+import {
+  commitThenDestroy,
+  jsonRpcReply,
+  reply,
+  startUpstream,
+  type Upstream,
+} from '../../helpers/upstream.js';
 
 const policies = parsePolicyFiles([
   {
@@ -34,6 +40,15 @@ tools:
     match: { hosts: [127.0.0.1], method: POST, path: "/lost" }
     effect: create
     dedupe: { key: [$.body.name], window: 1h, wait: 0s }
+  - id: mcp.create_ticket
+    match:
+      hosts: [127.0.0.1]
+      method: POST
+      path: /mcp
+      body: { "$.method": tools/call, "$.params.name": create_ticket }
+    effect: create
+    dedupe: { key: [$.body.params.arguments.subject], window: 1h, wait: 0s }
+    verdict: { protocol: jsonrpc }
   - id: t.webhook
     match: { hosts: [127.0.0.1], method: POST, path: "/hooks/{team}/{secret}" }
     effect: notify
@@ -92,7 +107,11 @@ for (const target of storeTargets()) {
       store = await openTestStore(target);
       collector = await startOtlpCollector();
       upstream = await startUpstream((req, res, raw) =>
-        req.url === '/lost' ? commitThenDestroy()(req, res, raw) : reply(201, { id: 1 })(req, res, raw),
+        req.url === '/lost'
+          ? commitThenDestroy()(req, res, raw)
+          : req.url === '/mcp'
+            ? jsonRpcReply(undefined, { sse: true })(req, res, raw)
+            : reply(201, { id: 1 })(req, res, raw),
       );
       client = createUpstreamClient();
       const tracer = await tracerFromEnv({
@@ -202,6 +221,37 @@ for (const target of storeTargets()) {
       expect(attempt?.attributes['effectgate.operation_state']).toBe('unknown');
       expect(attempt?.attributes['http.response.status_code']).toBeUndefined();
       expect(typeof attempt?.attributes['error.type']).toBe('string');
+    });
+
+    it('ends a streamed answer’s attempt span with the outcome its response event shows', async () => {
+      const agent = agentSpan();
+      const call = {
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'create_ticket', arguments: { subject: 'streamed' } },
+      };
+      const res = await gate.handle(
+        {
+          ...post(upstream, '/mcp', '', 'run-s1', {
+            traceparent: agent.traceparent,
+            accept: 'application/json, text/event-stream',
+          }),
+          body: new TextEncoder().encode(JSON.stringify(call)),
+        },
+        client.send,
+      );
+      expect(res.headers['effectgate-verdict']).toBe('allow');
+      expect(res.stream).toBeDefined();
+      let events = '';
+      for await (const chunk of res.stream ?? []) events += new TextDecoder().decode(chunk);
+      expect(events).toContain('"id":7');
+      const spans = await collector.waitFor(inTrace(agent.traceId), 2);
+      const attempt = spans.find((s) => s.kind === 3);
+      expect(spans.find((s) => s.kind === 1)?.name).toBe('execute_tool mcp.create_ticket');
+      expect(attempt?.attributes['effectgate.operation_state']).toBe('succeeded');
+      expect(attempt?.attributes['http.response.status_code']).toBe(200);
+      expect(attempt?.status).toBe(0);
     });
 
     it('starts a trace when the agent sends none, and exports no secret, query or header value', async () => {
