@@ -19,7 +19,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { type ExportResult, ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
   defaultResource,
@@ -32,15 +32,14 @@ import {
   AlwaysOnSampler,
   BatchSpanProcessor,
   ParentBasedSampler,
-  type ReadableSpan,
   type Sampler,
-  type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
 import type { OutcomeInput } from '../store/index.js';
 import type { GateLogger } from './gate.js';
 import type { DecisionTrace, GateTracer, TracedAttempt } from './gate-tracing.js';
+import { LoggedExporter } from './logged-exporter.js';
 import type { Proposal } from './proposal.js';
 import type { BatchSetting, SamplerSetting } from './tracer-from-env.js';
 import type {
@@ -297,44 +296,4 @@ function samplerOf(s: SamplerSetting): Sampler {
         ? new AlwaysOffSampler()
         : new TraceIdRatioBasedSampler(s.ratio);
   return s.parentBased ? new ParentBasedSampler({ root }) : root;
-}
-
-/**
- * The OTLP exporter, saying so in the gate's log when exports fail (the SDK would tell only its
- * own diagnostics logger, which the gate does not register globally): once when failures start,
- * once when they stop, never per batch.
- */
-class LoggedExporter implements SpanExporter {
-  readonly #inner: SpanExporter;
-  readonly #logger: GateLogger;
-  #failing = false;
-
-  constructor(inner: SpanExporter, logger: GateLogger) {
-    this.#inner = inner;
-    this.#logger = logger;
-  }
-
-  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.#inner.export(spans, (result) => {
-      if (result.code !== ExportResultCode.SUCCESS && !this.#failing) {
-        this.#failing = true;
-        this.#logger.warn(
-          { err: result.error?.message ?? 'failed', spans: spans.length },
-          'could not export traces to the OTLP endpoint; dropping them until it answers',
-        );
-      } else if (result.code === ExportResultCode.SUCCESS && this.#failing) {
-        this.#failing = false;
-        this.#logger.info({}, 'exporting traces again');
-      }
-      done(result);
-    });
-  }
-
-  shutdown(): Promise<void> {
-    return this.#inner.shutdown();
-  }
-
-  forceFlush(): Promise<void> {
-    return this.#inner.forceFlush?.() ?? Promise.resolve();
-  }
 }

@@ -331,3 +331,49 @@ describe('closing a tracer whose collector never answers', () => {
     await new Promise<void>((resolve) => blackHole.close(() => resolve()));
   });
 });
+
+describe('a collector that refuses the export', () => {
+  it('is logged once when exports start failing and once when they work again', async () => {
+    let status = 400;
+    const refusing = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(status, { 'content-type': 'application/json' }).end('{}'));
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+    const settings = tracingFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_BSP_SCHEDULE_DELAY: '10' });
+    if (!settings.on) throw new Error('tracing should be on');
+    const logged: string[] = [];
+    const logger = {
+      info: (_f: unknown, m: string) => logged.push(`info ${m}`),
+      warn: (_f: unknown, m: string) => logged.push(`warn ${m}`),
+      error: (_f: unknown, m: string) => logged.push(`error ${m}`),
+    };
+    const tracer = createOtelTracer({ ...settings, logger });
+    const proposal = { tool: { id: 't.x', effect: 'create' }, common: { runId: 'r' } } as unknown as Proposal;
+    const head = { headers: {} } as unknown as GateRequest;
+    const decide = (): void => {
+      tracer
+        .decision(head, proposal, performance.now())
+        .end({ status: 200, headers: {}, body: new Uint8Array(0) });
+    };
+    const until = async (what: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 5_000;
+      while (!what() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    };
+    decide();
+    await until(() => logged.length > 0);
+    decide();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(logged).toEqual([
+      'warn could not export traces to the OTLP endpoint; dropping them until it answers',
+    ]);
+    status = 200;
+    decide();
+    await until(() => logged.length > 1);
+    expect(logged.at(-1)).toBe('info exporting traces again');
+    expect(logged).toHaveLength(2);
+    await tracer.close();
+    await new Promise<void>((resolve) => refusing.close(() => resolve()));
+  });
+});
