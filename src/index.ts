@@ -12,10 +12,11 @@ export type {
   GateRequest,
   GateRequestHead,
   GateResponse,
+  GateTracer,
   UpstreamRequest,
   UpstreamResult,
 } from './engine/index.js';
-export { createGate, Gate } from './engine/index.js';
+export { createGate, Gate, noGateTracer, tracerFromEnv } from './engine/index.js';
 export type { ErrorCode, PolicyIssue } from './errors.js';
 export { EffectgateError, ERROR_CODES, PolicyError, StoreError } from './errors.js';
 export type { PolicySet, Tool } from './policy/index.js';

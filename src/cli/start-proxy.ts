@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { type AdminServer, createAdminServer, createPrometheusMetrics } from '../admin/index.js';
 import type { AgentRegistry, ScopeConfig } from '../config/index.js';
-import { type CloseReport, createGate, type Gate } from '../engine/index.js';
+import { type CloseReport, createGate, type Gate, tracerFromEnv } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import type { PolicySet } from '../policy/index.js';
 import {
@@ -82,6 +82,9 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
     // Metrics only with an admin server to serve them: the same object counts in the gate and
     // answers GET /metrics.
     const metrics = admin === null ? undefined : createPrometheusMetrics({ store });
+    // Spans only when the standard OTEL_* variables name an endpoint; otherwise no SDK is loaded.
+    const tracer = await tracerFromEnv({ logger });
+    undo.push(() => tracer.close());
     // Registers this life and recovers what earlier lives and dead replicas left in flight before
     // any traffic is taken. On the embedded store the directory lock proves no other gate runs, so
     // every attempt without an outcome is orphaned. From here the gate owns (and closes) the store.
@@ -101,6 +104,7 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
       ...(setup.maxBodyBytes === undefined ? {} : { maxBodyBytes: setup.maxBodyBytes }),
       ...(setup.analysisThreads === undefined ? {} : { analysisThreads: setup.analysisThreads }),
       ...(metrics === undefined ? {} : { metrics }),
+      tracer,
       logger,
     });
     undo[0] = () => gate.close();

@@ -13,6 +13,7 @@ import {
 import { Gate, type GateLogger } from './gate.js';
 import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
+import { type GateTracer, noGateTracer } from './gate-tracing.js';
 import { defaultInstanceId } from './instance-id.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { OUTBOX_DEFAULTS, OutcomeOutbox } from './outcome-outbox.js';
@@ -59,6 +60,12 @@ export interface CreateGateOptions {
    * nowhere). `effectgate proxy --admin` passes the admin server's Prometheus metrics.
    */
   readonly metrics?: GateMetrics;
+  /**
+   * Where a span per governed decision and attempt goes (default: nowhere, at no cost).
+   * `tracerFromEnv()` makes one from the standard `OTEL_*` variables, as `effectgate proxy` does.
+   * The gate owns it: `close()` exports what is buffered and stops it.
+   */
+  readonly tracer?: GateTracer;
   /** Heartbeat period on the store, default 5 s. */
   readonly heartbeatMs?: number;
   /** A replica silent for this long is dead and its in-flight attempts are recovered; default 30 s. */
@@ -178,6 +185,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
       );
     }
     const metrics = options.metrics ?? noGateMetrics;
+    const tracer = options.tracer ?? noGateTracer;
     const outbox = new OutcomeOutbox(store, logger, { ...OUTBOX_DEFAULTS, maxEntries }, metrics);
     const lifecycle = new GateLifecycle({
       store,
@@ -213,11 +221,14 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
         authorityKey,
         logger,
         metrics,
+        tracer,
         resolveGovernedHosts,
         outbox,
         lifecycle,
       }),
     );
+    // After the drain: the spans of the calls it waited for are ended, and exported now.
+    lifecycle.onClose(() => tracer.close());
     await lifecycle.start();
     // An embedded store this call opened is locked to this process: serve the same socket the
     // proxy serves, so `effectgate operations`, `approvals`, `runs`, `trail` and `audit verify`

@@ -25,6 +25,7 @@ import { MAX_EVENT_BYTES, watchEventStream } from './event-stream-watch.js';
 import { withoutGateHeaders } from './gate-headers.js';
 import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
+import type { DecisionTrace, GateTracer } from './gate-tracing.js';
 import { GovernedAddresses, governedLookup, type ResolveGovernedHosts } from './governed-addresses.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
@@ -90,6 +91,8 @@ export interface GateOptions {
   readonly logger: GateLogger;
   /** Counters and timings for the admin server's `/metrics` (no-op by default). */
   readonly metrics: GateMetrics;
+  /** Spans per governed decision and attempt (gate-tracing.ts; no-op by default). */
+  readonly tracer: GateTracer;
   /** Where outcomes the store could not take yet wait for their retries. */
   readonly outbox: OutcomeOutbox;
   /** Register, heartbeat, recovery and the draining stop (`createGate` starts it). */
@@ -321,9 +324,11 @@ export class Gate implements GateHandler {
       const derivedClient = this.#o.runs.fixed === null ? `${this.#o.instanceId} ${client}` : null;
       proposal = { ...proposal, common: { ...proposal.common, runId: run, derivedClient } };
     }
+    const trace = this.#o.tracer.decision(request, proposal, started);
     try {
-      return await this.#govern(request, proposal, send, started);
+      return trace.end(await this.#govern(request, proposal, send, started, trace));
     } catch (err) {
+      trace.fail(err);
       if (err instanceof StoreError) {
         this.#o.logger.error(
           { err: err.message, tool: proposal.tool.id },
@@ -379,6 +384,7 @@ export class Gate implements GateHandler {
     p: Proposal,
     send: UpstreamSender,
     started: number,
+    trace: DecisionTrace,
   ): Promise<GateResponse> {
     const { tool, args, common, key, keyError } = p;
     const o = this.#o;
@@ -500,7 +506,7 @@ export class Gate implements GateHandler {
     const sent: UpstreamResult =
       leaseLeftMs !== undefined && leaseLeftMs <= 0
         ? { kind: 'failure', dispatchState: 'not_sent', timedOut: true, error: LEASE_SPENT_AT_DECIDE }
-        : await send(upstream);
+        : await trace.attempt(result, upstream, send);
     const upstreamMs = performance.now() - sendStarted;
     const facts: VerdictFacts = {
       verdict: 'allow',
@@ -517,6 +523,7 @@ export class Gate implements GateHandler {
       ms: number,
     ): Promise<OutboxResult & { operationState: string }> => {
       o.metrics.upstream(tool.id, outcome.operationState, ms);
+      trace.settled(outcome);
       // An operation this gate just saw go unknown: its tool's read-backs must see it at once.
       if (outcome.operationState === 'unknown') this.#readBacks.forget(tool, common.scope);
       return this.#record(outcome, tool.id, common.runId, result, reconciled);

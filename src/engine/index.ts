@@ -17,6 +17,12 @@ export {
   noGateMetrics,
   type UpstreamOutcome,
 } from './gate-metrics.js';
+export {
+  type DecisionTrace,
+  type GateTracer,
+  noGateTracer,
+  type TracedAttempt,
+} from './gate-tracing.js';
 export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
 export { defaultInstanceId } from './instance-id.js';
 export {
@@ -36,6 +42,13 @@ export {
 export { type ReconcileLookupInput, reconcileLookup } from './reconcile-lookup.js';
 export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
 export { isTlsVerificationFailure, tlsVerificationAdvice } from './tls-verification.js';
+export {
+  type BatchSetting,
+  type SamplerSetting,
+  type TracingSettings,
+  tracerFromEnv,
+  tracingFromEnv,
+} from './tracer-from-env.js';
 export type * from './types.js';
 export { unknownRuleOf, unknownRules } from './unknown-rule.js';
 export { negotiateProblemType, renderVerdict, type VerdictFacts } from './verdict-response.js';
