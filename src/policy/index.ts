@@ -1,4 +1,6 @@
 // The policy stage's public surface: other stages import only from here.
+
+export { suggestField } from '../config/index.js';
 export { canonicalHost, isIpLiteral } from './canonical-host.js';
 export { Classifier } from './classifier.js';
 export { parseDuration } from './duration.js';
@@ -22,7 +24,6 @@ export {
   type ExpectedVerdict,
   type PolicyExample,
 } from './policy-examples.js';
-export { suggestField } from './suggest-field.js';
 export {
   type AnnotationReport,
   type AnnotationWarning,
