@@ -1,5 +1,5 @@
 /** The proxy's config file: validated once, every problem as file:line:column, paths relative to the file. */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -122,5 +122,18 @@ describe('config file', () => {
       new URL('../../../policies', import.meta.url).pathname,
     );
     expect(example.values.size).toBeGreaterThan(8);
+  });
+});
+
+describe('README "Configuration"', () => {
+  it('shows a config file that loads, naming only keys of effectgate.example.yaml', async () => {
+    const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## Configuration\n'), readme.indexOf('\n## Commands\n'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+    expect(block).toBeDefined();
+    const shown = parseConfigFile(EXAMPLE, block!, PROXY_SETTINGS).values;
+    const example = (await loadConfigFile(EXAMPLE, PROXY_SETTINGS)).values;
+    expect(shown.size).toBeGreaterThan(8);
+    for (const [name, { value }] of shown) expect(example.get(name)?.value, name).toEqual(value);
   });
 });
