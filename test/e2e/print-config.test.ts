@@ -140,6 +140,17 @@ describe('effectgate proxy --print-config', () => {
     expect(s.stderr).toContain(`${inline}:1:1: admin-token: an inline secret is not read from a config file`);
     expectNoSecret(s);
   });
+  it('refuses an agents file beside a scope from any source, naming where each came from', async () => {
+    const r = await runCli(
+      ['proxy', '--agents', 'agents.yaml', '--print-config'],
+      { ...clean, EFFECTGATE_TENANT: 'acme' },
+      cwd,
+    );
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      'effectgate: EG_ERR_CONFIG_INVALID: --agents cannot be combined with EFFECTGATE_TENANT: with an agents file every scope comes from the credential.\n',
+    );
+  });
 });
 
 describe('effectgate proxy --config FILE', () => {
