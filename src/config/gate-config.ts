@@ -32,21 +32,6 @@ export function checkScope(scope: unknown): ScopeConfig {
   });
 }
 
-/**
- * Scope from flags, then `EFFECTGATE_TENANT` / `EFFECTGATE_AREA` / `EFFECTGATE_AGENT`, then
- * `default` / `default` / `agent`: a lone sidecar still works, and the trail shows the defaults.
- */
-export function scopeFromFlagsAndEnv(
-  flags: { tenant?: string | undefined; area?: string | undefined; agent?: string | undefined },
-  env: NodeJS.ProcessEnv = process.env,
-): ScopeConfig {
-  return checkScope({
-    tenant: flags.tenant ?? env['EFFECTGATE_TENANT'] ?? 'default',
-    area: flags.area ?? env['EFFECTGATE_AREA'] ?? 'default',
-    agent: flags.agent ?? env['EFFECTGATE_AGENT'] ?? 'agent',
-  });
-}
-
 /** A positive integer option, refused clearly otherwise. */
 export function checkPositiveInt(name: string, value: unknown): number {
   const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;

@@ -1,4 +1,6 @@
 // The policy stage's public surface: other stages import only from here.
+
+export { suggestField } from '../config/index.js';
 export { canonicalHost, isIpLiteral } from './canonical-host.js';
 export { Classifier } from './classifier.js';
 export { parseDuration } from './duration.js';
@@ -23,7 +25,6 @@ export {
   type PolicyExample,
 } from './policy-examples.js';
 export { POLICY_FIELDS } from './policy-fields.js';
-export { suggestField } from './suggest-field.js';
 export {
   type AnnotationReport,
   type AnnotationWarning,

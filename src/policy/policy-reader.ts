@@ -1,6 +1,6 @@
 import { type Document, isAlias, isMap, isScalar, isSeq, type LineCounter, type Node, visit } from 'yaml';
+import { suggestField } from '../config/index.js';
 import type { PolicyIssue } from '../errors.js';
-import { suggestField } from './suggest-field.js';
 
 /** A value in the YAML tree together with the dotted field path that names it in error messages. */
 export interface Slot {

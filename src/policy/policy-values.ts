@@ -1,7 +1,7 @@
+import { suggestField } from '../config/index.js';
 import { parseDuration } from './duration.js';
 import { compileJsonPath, parseJsonPath } from './json-path.js';
 import type { PolicyReader, Slot } from './policy-reader.js';
-import { suggestField } from './suggest-field.js';
 import type { CompiledPath } from './types.js';
 
 /** Roots of the argument document `{ path, query, body }` that key and redaction paths run over. */
