@@ -17,6 +17,7 @@ export {
   noGateMetrics,
   type UpstreamOutcome,
 } from './gate-metrics.js';
+export type { GenerationState, ReloadReport } from './generation-switch.js';
 export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
 export { defaultInstanceId } from './instance-id.js';
 export {
@@ -26,6 +27,7 @@ export {
   normalizeHost,
   type RawRequestHead,
 } from './normalize-head.js';
+export type { GenerationInfo } from './policy-generation.js';
 export {
   codedProblem,
   destinationRefusedResponse,

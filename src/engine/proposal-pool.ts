@@ -94,6 +94,11 @@ export class ProposalPool {
     this.#jobTimeoutMs = options.jobTimeoutMs ?? ANALYSIS_DEFAULTS.jobTimeoutMs;
   }
 
+  /** Worker threads alive now (started on the first large body, none after `close()`). */
+  get workers(): number {
+    return this.#slots.length;
+  }
+
   /** @throws {AnalysisFailed} when the worker fails on this request, the queue is full, or the pool is closed. */
   propose(request: GateRequest, names: readonly string[]): Promise<Proposed> {
     if (this.#closed) return Promise.reject(new AnalysisFailed('the gate is stopping'));
