@@ -25,6 +25,14 @@ export const ANALYSIS_DEFAULTS = Object.freeze({
   jobTimeoutMs: 10_000,
 });
 
+/** Analysis threads alive in this process, every pool's together: what shows a pool left running. */
+let liveWorkers = 0;
+
+/** How many analysis worker threads this process runs now (a replaced policy generation's stop them). */
+export function liveAnalysisWorkers(): number {
+  return liveWorkers;
+}
+
 /** Nice value of a worker thread (Linux: that thread alone), below the event loop's. */
 export const ANALYSIS_NICE = 10;
 
@@ -176,6 +184,10 @@ export class ProposalPool {
       resourceLimits: { maxOldGenerationSizeMb: this.#o.maxHeapMb ?? ANALYSIS_DEFAULTS.maxHeapMb },
     });
     const slot: Slot = { worker, current: null, timer: null };
+    liveWorkers += 1;
+    worker.once('exit', () => {
+      liveWorkers -= 1;
+    });
     worker.on('message', (reply: WorkerReply) => {
       const job = slot.current;
       if (job === null || job.id !== reply.id) {
