@@ -17,6 +17,7 @@ import { CertificateAuthority, DEFAULT_PROXY_LIMITS } from '../proxy/index.js';
 import { resolveStoreUrl } from '../store/index.js';
 import { createLogger } from './logger.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
+import { PolicyReloader } from './policy-reloader.js';
 import { startProxy, stopSignal } from './start-proxy.js';
 
 /** The flags of `effectgate proxy` (exported so docker/ manifests are checked against them). */
@@ -24,6 +25,7 @@ export const PROXY_OPTIONS = {
   listen: { type: 'string', default: '127.0.0.1:8080' },
   admin: { type: 'string' },
   policies: { type: 'string', default: 'policies' },
+  watch: { type: 'boolean', default: false },
   store: { type: 'string' },
   tenant: { type: 'string' },
   area: { type: 'string' },
@@ -56,6 +58,7 @@ export const PROXY_OPTIONS = {
  */
 const PROXY_DEFAULTS: Readonly<Partial<Record<keyof typeof PROXY_OPTIONS, string>>> = {
   admin: 'none: no admin API, no /metrics',
+  watch: 'off: policies reload on SIGHUP only',
   store: 'DATABASE_URL, else pglite:./.effectgate',
   tenant: 'EFFECTGATE_TENANT, else default',
   area: 'EFFECTGATE_AREA, else default',
@@ -83,7 +86,8 @@ export const USAGE = proxyUsage();
 /**
  * `effectgate proxy`: the forward proxy on `--listen`, policies from `--policies`, the store from
  * `--store`/`DATABASE_URL`/embedded PGlite. Applies pending migrations unless `--no-migrate`.
- * Stops gracefully on SIGINT/SIGTERM.
+ * Stops gracefully on SIGINT/SIGTERM; reloads its policies on SIGHUP (and with `--watch` when a
+ * file under `--policies` changes).
  */
 export async function runProxy(argv: readonly string[]): Promise<number> {
   const { values } = parseFlags({ args: [...argv], options: PROXY_OPTIONS }, USAGE);
@@ -173,7 +177,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   process.stdout.write(
     `effectgate proxy starting: opening the store (${storeUrl.startsWith('postgres') ? 'postgres' : storeUrl}) and recovering what an earlier run left in flight…\n`,
   );
-  const { gate, store, addr, adminAddr, stop } = await startProxy({
+  const { gate, store, addr, adminAddr, metrics, stop } = await startProxy({
     policies,
     storeUrl,
     migrate: !values['no-migrate'],
@@ -197,8 +201,17 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     maxBodyBytes,
     analysisThreads,
   });
-  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops.
+  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops, and
+  // a SIGHUP reloads the policies (before, node's default for SIGHUP ends the process).
   const stopped = stopSignal();
+  const reloader = new PolicyReloader({
+    path: values.policies,
+    gate,
+    logger,
+    metrics,
+    watch: values.watch,
+  });
+  await reloader.start();
   logger.info(
     {
       listen: origin(addr),
@@ -210,6 +223,11 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       run: gate.runId ?? `derived per scope and client address, new after ${values['run-idle']} idle`,
       instance: gate.instanceId,
       https: ca === undefined ? 'tunnelled' : 'intercepted for governed hosts',
+      policies: {
+        generation: gate.generation.generation,
+        digest: gate.generation.digest,
+        watch: values.watch,
+      },
     },
     'effectgate proxy listening',
   );
@@ -218,6 +236,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   );
 
   await stopped;
+  reloader.close();
   logger.info({}, 'effectgate proxy stopping');
   const report = await stop();
   logger.info(
