@@ -4,6 +4,7 @@
  * under the set it started with, a reload governs from its next request, and reloads under load
  * leave no analysis worker of a replaced generation behind.
  */
+import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGate, type Gate } from '../../../src/engine/index.js';
@@ -12,7 +13,7 @@ import type { GateRequest } from '../../../src/engine/types.js';
 import { type PolicySet, parsePolicyFiles } from '../../../src/policy/index.js';
 import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { delay, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+import { delay, type RecordedRequest, reply, startUpstream, type Upstream } from '../../helpers/upstream.js';
 
 /** A set of tools on 127.0.0.1, each `id path` pair one POST route keyed by `$.body.name`. */
 function policySet(file: string, tools: readonly (readonly [string, string])[]): PolicySet {
@@ -26,6 +27,39 @@ function policySet(file: string, tools: readonly (readonly [string, string])[]):
     )
     .join('');
   return parsePolicyFiles([{ file, text: `version: 1\ntools:${body}\n` }]);
+}
+
+/** One MCP tools/call tool on `/mcp`, answered as an event stream. */
+function mcpSet(file: string, id: string): PolicySet {
+  return parsePolicyFiles([
+    {
+      file,
+      text: `version: 1
+tools:
+  - id: ${id}
+    match:
+      hosts: [127.0.0.1]
+      method: POST
+      path: /mcp
+      body: { "$.method": tools/call, "$.params.name": create_ticket }
+    effect: create
+    dedupe: { key: [$.body.params.arguments.subject], window: 1h, wait: 0s }
+    verdict: { protocol: jsonrpc }
+`,
+    },
+  ]);
+}
+
+/** Opens an event stream at once and sends the JSON-RPC response 600 ms later. */
+function slowStream(request: RecordedRequest, res: ServerResponse): void {
+  const rpc = JSON.parse(request.body.toString()) as { id: unknown };
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.flushHeaders();
+  setTimeout(() => {
+    res.end(
+      `event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: rpc.id, result: { content: [] } })}\n\n`,
+    );
+  }, 600);
 }
 
 const scope = { tenant: 'acme', area: 'reload', agent: 'bot' };
@@ -62,9 +96,11 @@ for (const target of storeTargets()) {
     beforeAll(async () => {
       store = await openTestStore(target);
       upstream = await startUpstream((req, res, raw) =>
-        req.url === '/slow'
-          ? delay(800, reply(201, { id: 'slow' }))(req, res, raw)
-          : reply(201, { id: 1 })(req, res, raw),
+        req.url === '/mcp'
+          ? slowStream(req, res)
+          : req.url === '/slow'
+            ? delay(800, reply(201, { id: 'slow' }))(req, res, raw)
+            : reply(201, { id: 1 })(req, res, raw),
       );
       client = createUpstreamClient();
       gate = await createGate({
@@ -173,6 +209,46 @@ for (const target of storeTargets()) {
       expect(gate.generation.analysisWorkers).toBe(1);
       const ops = await store.listOperations({ toolId: 't.items', limit: 100 });
       expect(ops.filter((o) => o.state === 'succeeded').length).toBe(rounds * 3 + 1);
+    });
+
+    it('records a streamed outcome under the set its request started with, after a reload replaced it', async () => {
+      const current = gate.policies;
+      await gate.reload(mcpSet('mcp-old.yaml', 'mcp.old'));
+      const call = {
+        ...post(upstream, '/mcp', 'unused', 'r-s1'),
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: new TextEncoder().encode(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: 7,
+            method: 'tools/call',
+            params: { name: 'create_ticket', arguments: { subject: 'streamed across a reload' } },
+          }),
+        ),
+      };
+      const answered = await gate.handle(call, client.send);
+      expect(answered.stream).toBeDefined();
+      // The answer is still streaming: the tool it was classified by leaves the set.
+      await gate.reload(mcpSet('mcp-new.yaml', 'mcp.new'));
+      let text = '';
+      for await (const chunk of answered.stream!) text += new TextDecoder().decode(chunk);
+      expect(text).toContain('"id":7');
+      const op = await (async () => {
+        for (let i = 0; i < 200; i++) {
+          const [found] = await store.listOperations({ toolId: 'mcp.old' });
+          if (found !== undefined && found.state !== 'open') return found;
+          await sleep(20);
+        }
+        return null;
+      })();
+      expect(op?.state).toBe('succeeded');
+      // The same call now is the new set's tool: a new operation, not the old one's duplicate.
+      const again = await gate.handle({ ...call, context: { ...call.context, run: 'r-s2' } }, client.send);
+      for await (const _ of again.stream ?? []) {
+        // drained
+      }
+      expect(again.headers['effectgate-verdict']).toBe('allow');
+      await gate.reload(current);
     });
 
     it('refuses a reload once the gate is closing, and close() still drains the call in flight', async () => {
