@@ -29,6 +29,7 @@ export { DEFAULT_GRANT_TTL, GRANT_FIELDS, parseGrant } from './grant-input.js';
 export {
   createPrometheusMetrics,
   METRICS_PREFIX,
+  type PolicyReloadResult,
   PrometheusMetrics,
   type PrometheusMetricsOptions,
 } from './metrics.js';

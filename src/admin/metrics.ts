@@ -32,6 +32,9 @@ export const RESERVATION_WAIT_BUCKETS: readonly number[] = [
 const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown', 'open'];
 const RECONCILIATIONS: readonly ReconciliationResult[] = ['match', 'none', 'multiple', 'inconclusive'];
 
+/** What became of a policy reload: served from now on, or refused with the previous set kept. */
+export type PolicyReloadResult = 'applied' | 'refused';
+
 export interface PrometheusMetricsOptions {
   /** Where the unresolved-operation gauges are counted, at scrape time. */
   readonly store: Pick<Store, 'countOperations' | 'stats'>;
@@ -70,6 +73,9 @@ export class PrometheusMetrics implements GateMetrics {
   readonly #deferred: Readonly<Record<DeferredOutcomeEvent, Counter.Internal>>;
   readonly #pendingOutcomes: Gauge<never>;
   readonly #storeUp: Gauge<never>;
+  readonly #policyReloads: Readonly<Record<PolicyReloadResult, Counter.Internal>>;
+  /** The policy generation serving now (`Gate.generation`), read at scrape time; none without a gate. */
+  #generation: (() => number) | null = null;
   /** The proxy's own counts (`ProxyServer.counters()`), read at scrape time; none without a proxy. */
   #proxyCounts: (() => Readonly<Record<string, number>>) | null = null;
   readonly #byTool = new Map<string, ToolSeries>();
@@ -161,6 +167,25 @@ export class PrometheusMetrics implements GateMetrics {
         this.labels('fallbacks').inc(gc.fallbacks);
       },
     });
+    const reloads = new Counter({
+      name: `${METRICS_PREFIX}policy_reloads_total`,
+      help: 'Policy reloads asked for (SIGHUP, --watch), by result: applied, or refused (an invalid set, or a changed egress block; the previous set kept serving).',
+      labelNames: ['result'],
+      registers,
+    });
+    this.#policyReloads = byName(['applied', 'refused'] as const, (r) => reloads.labels(r));
+    // Both series from the start, at 0: an alert on `increase(...{result="refused"}[5m])` needs one.
+    for (const r of ['applied', 'refused'] as const) this.#policyReloads[r].inc(0);
+    const generation = (): number | null => this.#generation?.() ?? null;
+    new Gauge({
+      name: `${METRICS_PREFIX}policy_generation`,
+      help: 'The policy generation serving requests: 1 for the set the gate started with, one more per applied reload (the log line "policies reloaded" carries its digest).',
+      registers,
+      collect(): void {
+        const g = generation();
+        if (g !== null) this.set(g);
+      },
+    });
     const proxy = (): Readonly<Record<string, number>> | null => this.#proxyCounts?.() ?? null;
     new Counter({
       name: `${METRICS_PREFIX}proxy_events_total`,
@@ -186,6 +211,16 @@ export class PrometheusMetrics implements GateMetrics {
    */
   countProxy(read: () => Readonly<Record<string, number>>): void {
     this.#proxyCounts = read;
+  }
+
+  /** Reads the gate's policy generation at each scrape (`effectgate_policy_generation`). */
+  showGeneration(read: () => number): void {
+    this.#generation = read;
+  }
+
+  /** Counts one policy reload (`effectgate_policy_reloads_total`). */
+  policyReload(result: PolicyReloadResult): void {
+    this.#policyReloads[result].inc();
   }
 
   decision(verdict: Verdict, tool: string, overheadMs: number): void {

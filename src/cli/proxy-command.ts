@@ -19,9 +19,10 @@ import { defaultInstanceId } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
 import { CertificateAuthority } from '../proxy/index.js';
-import { resolveStoreUrl } from '../store/index.js';
+import { GATE_MODES, type GateMode, resolveStoreUrl } from '../store/index.js';
 import { createLogger } from './logger.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
+import { PolicyReloader } from './policy-reloader.js';
 import { startProxy, stopSignal } from './start-proxy.js';
 
 /**
@@ -41,7 +42,8 @@ export const USAGE = proxyUsage();
  * `--store`/`DATABASE_URL`/embedded PGlite. Applies pending migrations unless `--no-migrate`.
  * Every setting comes from a flag, else the environment, else `--config FILE`, else its default;
  * `--print-config` checks them all, prints them and exits before the store is opened.
- * Stops gracefully on SIGINT/SIGTERM.
+ * Stops gracefully on SIGINT/SIGTERM; reloads its policies on SIGHUP (and with `--watch` when a
+ * file under `--policies` changes).
  */
 export async function runProxy(argv: readonly string[]): Promise<number> {
   const flags = parseFlags({ args: [...argv], options: PROXY_OPTIONS }, USAGE).values;
@@ -130,6 +132,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       ? values['authority-key']
       : await readAuthorityKey(where('authority-key-file'), values['authority-key-file']);
 
+  const mode = gateMode(where('mode'), values.mode);
   const policies = await loadPolicies(values.policies);
   // DATABASE_URL is already the store setting's environment variable: not read a second time here.
   const storeUrl = resolveStoreUrl(values.store, {});
@@ -142,7 +145,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   process.stdout.write(
     `effectgate proxy starting: opening the store (${storeUrl.startsWith('postgres') ? 'postgres' : storeUrl}) and recovering what an earlier run left in flight…\n`,
   );
-  const { gate, store, addr, adminAddr, stop } = await startProxy({
+  const { gate, store, addr, adminAddr, metrics, stop } = await startProxy({
     policies,
     storeUrl,
     migrate: !values['no-migrate'],
@@ -165,9 +168,19 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     runId: values['run-id'],
     maxBodyBytes,
     analysisThreads,
+    mode,
   });
-  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops.
+  // Signal handlers only once everything is listening; from here a SIGTERM drains and stops, and
+  // a SIGHUP reloads the policies (before, node's default for SIGHUP ends the process).
   const stopped = stopSignal();
+  const reloader = new PolicyReloader({
+    path: values.policies,
+    gate,
+    logger,
+    metrics,
+    watch: values.watch,
+  });
+  await reloader.start();
   logger.info(
     {
       listen: origin(addr),
@@ -179,6 +192,12 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       run: gate.runId ?? `derived per scope and client address, new after ${values['run-idle']} idle`,
       instance: gate.instanceId,
       https: ca === undefined ? 'tunnelled' : 'intercepted for governed hosts',
+      mode: mode === 'shadow' ? 'shadow: verdicts recorded as would_*, nothing refused' : 'enforce',
+      policies: {
+        generation: gate.generation.generation,
+        digest: gate.generation.digest,
+        watch: values.watch,
+      },
     },
     'effectgate proxy listening',
   );
@@ -187,6 +206,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   );
 
   await stopped;
+  reloader.close();
   logger.info({}, 'effectgate proxy stopping');
   const report = await stop();
   logger.info(
@@ -274,4 +294,13 @@ function isLoopbackHost(host: string): boolean {
 /** `host:port` as a URL holds it: an IPv6 address in brackets. */
 function origin(addr: { readonly address: string; readonly port: number }): string {
   return addr.address.includes(':') ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
+}
+
+/** `--mode`: `shadow` records every verdict as would_* and refuses nothing (issue 15). */
+function gateMode(name: string, value: string): GateMode {
+  if ((GATE_MODES as readonly string[]).includes(value)) return value as GateMode;
+  throw new EffectgateError(
+    'EG_ERR_CONFIG_INVALID',
+    `${name} must be ${GATE_MODES.join(' or ')}; got ${JSON.stringify(value)}`,
+  );
 }

@@ -1,5 +1,10 @@
 import type { AddressInfo } from 'node:net';
-import { type AdminServer, createAdminServer, createPrometheusMetrics } from '../admin/index.js';
+import {
+  type AdminServer,
+  createAdminServer,
+  createPrometheusMetrics,
+  type PrometheusMetrics,
+} from '../admin/index.js';
 import type { AgentRegistry, ScopeConfig } from '../config/index.js';
 import { type CloseReport, createGate, type Gate, tracerFromEnv } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
@@ -12,6 +17,7 @@ import {
 } from '../proxy/index.js';
 import {
   embeddedStoreDir,
+  type GateMode,
   openStore,
   type Store,
   type StoreSocketServer,
@@ -51,6 +57,8 @@ export interface ProxySetup {
   readonly runId?: string;
   readonly maxBodyBytes?: number;
   readonly analysisThreads?: number;
+  /** `shadow`: every tool's verdicts recorded as would_*, nothing refused (`--mode`). */
+  readonly mode?: GateMode;
 }
 
 /** A started proxy: listening, its gate registered and recovered, its store open. */
@@ -60,6 +68,8 @@ export interface RunningProxy {
   readonly store: Store;
   readonly addr: AddressInfo;
   readonly adminAddr: AddressInfo | null;
+  /** What `/metrics` serves (`null` without `--admin`): the policy reloader counts its reloads there. */
+  readonly metrics: PrometheusMetrics | null;
   /**
    * Stops taking requests and lets those in flight finish (bounded by `drainTimeoutMs`), then drains
    * the outcomes the store could not take yet, marks this life stopped and closes the store.
@@ -103,6 +113,7 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
       ...(setup.runId === undefined ? {} : { runId: setup.runId }),
       ...(setup.maxBodyBytes === undefined ? {} : { maxBodyBytes: setup.maxBodyBytes }),
       ...(setup.analysisThreads === undefined ? {} : { analysisThreads: setup.analysisThreads }),
+      ...(setup.mode === undefined ? {} : { mode: setup.mode }),
       ...(metrics === undefined ? {} : { metrics }),
       tracer,
       logger,
@@ -119,6 +130,7 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
       ...(setup.upstreamCa === undefined ? {} : { upstream: { ca: setup.upstreamCa } }),
     });
     metrics?.countProxy(() => ({ ...proxy.counters() }));
+    metrics?.showGeneration(() => gate.generation.generation);
     // The admin listener first: if either port is taken, no governed request has been served.
     const adminServer: AdminServer | null =
       admin === null || metrics === undefined
@@ -135,7 +147,17 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
     const addr = await listenOn('--listen', listen, () => proxy.listen(listen.host, listen.port));
     undo.push(() => proxy.close());
     const storeSocket = await serveSocket(store, setup.storeUrl, gate, logger);
-    return running(gate, store, proxy, adminServer, storeSocket, addr, adminAddr, setup.drainTimeoutMs);
+    return running(
+      gate,
+      store,
+      proxy,
+      adminServer,
+      storeSocket,
+      addr,
+      adminAddr,
+      metrics ?? null,
+      setup.drainTimeoutMs,
+    );
   } catch (err) {
     for (const close of undo.reverse()) await close().catch(() => undefined);
     throw err;
@@ -163,6 +185,7 @@ function running(
   storeSocket: StoreSocketServer | null,
   addr: AddressInfo,
   adminAddr: AddressInfo | null,
+  metrics: PrometheusMetrics | null,
   drainTimeoutMs: number,
 ): RunningProxy {
   let stopping: Promise<CloseReport> | null = null;
@@ -171,6 +194,7 @@ function running(
     store,
     addr,
     adminAddr,
+    metrics,
     stop() {
       // Requests in flight (a governed call at its destination) get their answers within
       // drainTimeoutMs; then the gate drains the outcomes still waiting for the store (its own bound).

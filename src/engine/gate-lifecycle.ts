@@ -54,9 +54,20 @@ export class GateLifecycle {
   /** Work the gate must have done before it serves (the first DNS round of governed names). */
   readonly #startHooks: (() => Promise<void>)[] = [];
   readonly #closeHooks: (() => Promise<void>)[] = [];
+  /** `rules`, plus those of every tool a policy reload added since. */
+  #rules: Readonly<Record<string, UnknownRule>>;
 
   constructor(options: LifecycleOptions) {
     this.#o = options;
+    this.#rules = options.rules;
+  }
+
+  /**
+   * A reloaded policy set's rules: its tools' override the earlier ones, and a tool it removed
+   * keeps its last rule, since operations recorded under it may still need recovering.
+   */
+  learnRules(rules: Readonly<Record<string, UnknownRule>>): void {
+    this.#rules = Object.freeze({ ...this.#rules, ...rules });
   }
 
   get drainTimeoutMs(): number {
@@ -101,7 +112,7 @@ export class GateLifecycle {
       instanceId: o.instanceId,
       exclusive,
       staleAfterMs: o.staleAfterMs,
-      rules: o.rules,
+      rules: this.#rules,
     });
     for (const r of recovered) {
       o.logger.warn(

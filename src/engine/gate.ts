@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreError } from '../errors.js';
-import { Classifier, type PolicySet, policySources, type Tool } from '../policy/index.js';
+import type { PolicySet, Tool } from '../policy/index.js';
 import {
   type DecideInput,
   type DecideResult,
@@ -26,10 +26,12 @@ import { withoutGateHeaders } from './gate-headers.js';
 import type { CloseReport, GateLifecycle } from './gate-lifecycle.js';
 import type { GateMetrics } from './gate-metrics.js';
 import type { DecisionTrace, GateTracer } from './gate-tracing.js';
-import { GovernedAddresses, governedLookup, type ResolveGovernedHosts } from './governed-addresses.js';
+import { type GenerationState, GenerationSwitch, type ReloadReport } from './generation-switch.js';
+import type { ResolveGovernedHosts } from './governed-addresses.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
 import { isRetryable, type OutboxResult, type OutcomeOutbox } from './outcome-outbox.js';
+import type { PolicyGeneration } from './policy-generation.js';
 import {
   ambiguousRouteResponse,
   asJsonRpcError,
@@ -38,11 +40,10 @@ import {
   transportProblem,
   upstreamFailedResponse,
 } from './problem-response.js';
-import { type Proposal, type ProposalContext, type Proposed, propose } from './proposal.js';
-import { ANALYSIS_DEFAULTS, ProposalPool } from './proposal-pool.js';
-import { type PendingReadBack, ReadBacks } from './read-back.js';
+import { type Proposal, type Proposed, propose } from './proposal.js';
+import { ANALYSIS_DEFAULTS } from './proposal-pool.js';
+import type { PendingReadBack } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
-import { RouteClassifier } from './route-classifier.js';
 import { clientAddress, DERIVED_RUN_PREFIX, isDerivedRun, type RunIdentity } from './run-identity.js';
 import { modeOf, shadowDispatchOf, shadowHeaders, shadowVerdictOf } from './shadow-dispatch.js';
 import type {
@@ -55,7 +56,7 @@ import type {
   UpstreamResult,
   UpstreamSender,
 } from './types.js';
-import { unknownRuleOf } from './unknown-rule.js';
+import { unknownRuleOf, unknownRules } from './unknown-rule.js';
 import { blockFacts, factsForDecision, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
 
@@ -68,6 +69,7 @@ export interface GateLogger {
 
 /** Options of {@link Gate}; validated and frozen once by `createGate`. */
 export interface GateOptions {
+  /** The set the gate starts with; `reload()` replaces it. */
   readonly policies: PolicySet;
   readonly store: Store;
   readonly scope: Scope;
@@ -111,43 +113,33 @@ export interface GateOptions {
  */
 export class Gate implements GateHandler {
   readonly #o: GateOptions;
-  readonly #classifier: Classifier;
-  /** Addresses of the host names tools govern, resolved in the background (never per request). */
-  readonly #addresses: GovernedAddresses;
-  /** Classification under every spelling: canonical host, resolved name, method override. */
-  readonly #routes: RouteClassifier;
-  readonly #readBacks: ReadBacks;
+  /**
+   * Everything derived from the policy set (policy-generation.ts), swapped whole by `reload()`.
+   * A request reads the current generation once, when `handle()` starts, and keeps it to its end.
+   */
+  readonly #generations: GenerationSwitch;
   /** Calls inside `handle()`, so `close()` can wait for them. */
   readonly #inFlight = new Set<Promise<unknown>>();
-  /** What `propose()` reads besides the request. */
-  readonly #ctx: ProposalContext;
-  /** Worker threads for large bodies; null when `analysisThreads` is 0. */
-  readonly #pool: ProposalPool | null;
   readonly #offloadBodyBytes: number;
 
   constructor(options: GateOptions) {
     this.#o = options;
-    this.#classifier = new Classifier(options.policies);
-    const resolving = governedLookup(options.resolveGovernedHosts ?? 'all', this.#classifier.exactNames);
-    this.#addresses = new GovernedAddresses(resolving.names, {
-      ...(resolving.lookup === undefined ? {} : { lookup: resolving.lookup }),
-      onError: (name, err) =>
-        options.logger.warn({ host: name, err: messageOf(err) }, 'a governed host name does not resolve'),
-    });
-    this.#routes = new RouteClassifier(this.#classifier, this.#addresses);
-    this.#readBacks = new ReadBacks(options.policies.tools);
-    this.#ctx = {
-      classifier: this.#classifier,
-      routes: this.#routes,
-      scope: options.scope,
-      authorityKey: options.authorityKey,
-      maxDuplicateSkips: options.policies.loopBreaker.maxDuplicateSkips,
-      bodyLimits: options.bodyLimits ?? BODY_LIMITS,
-    };
+    this.#generations = new GenerationSwitch(
+      options.policies,
+      Object.freeze({
+        scope: options.scope,
+        authorityKey: options.authorityKey,
+        bodyLimits: options.bodyLimits ?? BODY_LIMITS,
+        resolveGovernedHosts: options.resolveGovernedHosts ?? 'all',
+        analysisThreads: options.analysisThreads ?? ANALYSIS_DEFAULTS.threads,
+        logger: options.logger,
+      }),
+      // Crash recovery's fallback rules must know the tools a reload added (and keep removed ones').
+      (policies) => options.lifecycle.learnRules(unknownRules(policies.tools)),
+    );
     this.#offloadBodyBytes = options.offloadBodyBytes ?? ANALYSIS_DEFAULTS.offloadBodyBytes;
-    this.#pool = analysisPool(options, this.#ctx);
     // Resolving starts now; the lifecycle's start waits (bounded) for the first round.
-    const firstRound = this.#addresses.start();
+    const firstRound = this.#generations.current.start();
     options.lifecycle.onStart(() => firstRound);
   }
 
@@ -160,8 +152,27 @@ export class Gate implements GateHandler {
     return this.#o.instanceId;
   }
 
+  /** The policy set requests starting now are classified by. */
   get policies(): PolicySet {
-    return this.#o.policies;
+    return this.#generations.current.policies;
+  }
+
+  /** Which policy generation serves now (1 at start, one more per reload) and what still winds down. */
+  get generation(): GenerationState {
+    return this.#generations.state;
+  }
+
+  /**
+   * Serves `policies` from now on (hot reload). The next generation is built whole, its governed
+   * names resolved (bounded), then swapped in at once; a request already in `handle()` finishes
+   * under the set it started with, its outcome recorded under its tool as that set defined it.
+   * The replaced generation's workers and address refreshes stop when its last request is done.
+   * `policies` is a loaded, validated set (`loadPolicies`): validation is the loader's. The
+   * `egress` block is read by a proxy once, at its creation: `effectgate proxy` refuses a reload
+   * that changes it (src/cli/policy-reloader.ts).
+   */
+  reload(policies: PolicySet): Promise<ReloadReport> {
+    return this.#generations.reload(policies);
   }
 
   /** The store this gate decides on (the CLI's admin server and store socket share it). */
@@ -180,7 +191,7 @@ export class Gate implements GateHandler {
    * gate opened. Resolves with what it could not finish; a second call returns the same report.
    */
   close(): Promise<CloseReport> {
-    this.#addresses.stop();
+    this.#generations.closing();
     return this.#o.lifecycle
       .close(async () => {
         if (this.#inFlight.size === 0) return 0;
@@ -199,10 +210,11 @@ export class Gate implements GateHandler {
         clearTimeout(timer);
         return this.#inFlight.size;
       })
-      .finally(() => this.#pool?.close());
+      .finally(() => this.#generations.stopAll());
   }
 
   route(head: GateRequestHead): RouteDecision {
+    const g = this.#generations.current;
     // The unspecified address reaches this machine's own listeners on Linux: another spelling of
     // loopback that no host entry names. Never connected to, governed or not (issue 10 review).
     if (UNSPECIFIED_HOSTS.has(head.host)) {
@@ -217,27 +229,26 @@ export class Gate implements GateHandler {
     // A CONNECT names only an authority: a host some tool names may carry governed requests, which
     // the proxy then routes one by one inside the tunnel (DESIGN.md §4.2).
     // Interception is decided by host AND port: a tool on `host:8443` leaves TLS to `host:8444` alone.
-    if (head.method === 'CONNECT' && this.#routes.mayGovern(head.host, head.port)) {
+    if (head.method === 'CONNECT' && g.routes.mayGovern(head.host, head.port)) {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     }
     // Governed when a tool matches under the canonical host (or the governed name an IP belongs
     // to) and the effective method, or when a form body may name the method (`_method`).
     // A near miss of a governed route (or a strict match whose captures a lenient server reads
     // otherwise) is refused, not let out ungoverned or keyed on the wrong value (DESIGN.md §4.1).
-    const route = this.#routes.classify(head);
-    const near = this.#routes.nearMiss(head, route);
+    const route = g.routes.classify(head);
+    const near = g.routes.nearMiss(head, route);
     if (near !== null) {
       return { kind: 'refuse', response: ambiguousRouteResponse(near.tool.id, near.explain()) };
     }
-    if (route.candidates.length > 0 || this.#routes.needsBody(head)) {
+    if (route.candidates.length > 0 || g.routes.needsBody(head)) {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     }
-    if (this.#o.policies.default === 'block' && this.#o.mode !== 'shadow')
+    if (g.policies.default === 'block' && this.#o.mode !== 'shadow')
       return { kind: 'refuse', response: this.#defaultBlock(head) };
     // An agent's own read-back of a tool's lookup (read-back.ts): buffered, so its answer can be
     // judged against the tool's unknown operations after it is delivered.
-    if (this.#readBacks.toolsFor(head).length > 0)
-      return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
+    if (g.readBacks.toolsFor(head).length > 0) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     return { kind: 'pass' };
   }
 
@@ -250,16 +261,21 @@ export class Gate implements GateHandler {
    * deciding, at the destination, recording its outcome) is what `close()` waits for.
    */
   async handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse> {
-    const call = this.#handle(request, send);
+    // The generation this request runs under, to its end (its outcome and streamed outcome too):
+    // a reload meanwhile neither reclassifies it nor stops the workers it may be waiting on.
+    const g = this.#generations.current;
+    g.acquire();
+    const call = this.#handle(request, send, g);
     this.#inFlight.add(call);
     try {
       return await call;
     } finally {
       this.#inFlight.delete(call);
+      g.release();
     }
   }
 
-  async #handle(named: GateRequest, send: UpstreamSender): Promise<GateResponse> {
+  async #handle(named: GateRequest, send: UpstreamSender, g: PolicyGeneration): Promise<GateResponse> {
     const started = performance.now();
     let request = named;
     const claimed = request.context.retryReason;
@@ -272,7 +288,7 @@ export class Gate implements GateHandler {
     }
     let proposed: Proposed;
     try {
-      proposed = await this.#propose(request);
+      proposed = await this.#propose(request, g);
     } catch (err) {
       // The analysis worker failed (crashed, or the body took it past its heap): nothing was sent.
       this.#o.logger.error({ err: messageOf(err) }, 'body analysis failed');
@@ -291,16 +307,13 @@ export class Gate implements GateHandler {
       return proposed.rpcId === undefined ? refusal : asJsonRpcError(refusal, proposed.rpcId);
     }
     if (proposed.kind === 'unclassified') {
-      if (this.#o.policies.default === 'block' && this.#o.mode !== 'shadow')
-        return this.#defaultBlock(request);
+      if (g.policies.default === 'block' && this.#o.mode !== 'shadow') return this.#defaultBlock(request);
       // A read-back's candidates are read as it is sent: what its answer can speak for.
-      const routes = this.#readBacks.toolsFor(request);
+      const routes = g.readBacks.toolsFor(request);
       const pending =
-        routes.length === 0
-          ? null
-          : this.#readBacks.begin(routes, request.scope ?? this.#ctx.scope, this.#o.store);
+        routes.length === 0 ? null : g.readBacks.begin(routes, request.scope ?? g.ctx.scope, this.#o.store);
       const sent = await send(toUpstream(request, null));
-      if (pending !== null) this.#observeReadBack(pending, request, sent);
+      if (pending !== null) this.#observeReadBack(pending, request, sent, g);
       return this.#relay(sent, null);
     }
     let proposal = proposed.proposal;
@@ -326,7 +339,7 @@ export class Gate implements GateHandler {
     }
     const trace = this.#o.tracer.decision(request, proposal, started);
     try {
-      return trace.end(await this.#govern(request, proposal, send, started, trace));
+      return trace.end(await this.#govern(request, proposal, send, started, trace, g));
     } catch (err) {
       trace.fail(err);
       if (err instanceof StoreError) {
@@ -350,17 +363,22 @@ export class Gate implements GateHandler {
    * Judges an agent's read-back (read-back.ts) after its answer: off the agent's path, but a call
    * `close()` waits for, so a clean stop records what the gate saw.
    */
-  #observeReadBack(pending: PendingReadBack, request: GateRequest, sent: UpstreamResult): void {
-    const observing = this.#readBacks
+  #observeReadBack(
+    pending: PendingReadBack,
+    request: GateRequest,
+    sent: UpstreamResult,
+    g: PolicyGeneration,
+  ): void {
+    const observing = g.readBacks
       .observe(
         pending,
         request,
         request.context.run ??
-          this.#o.runs.peek(request.scope ?? this.#ctx.scope, clientAddress(request.client ?? null)) ??
+          this.#o.runs.peek(request.scope ?? g.ctx.scope, clientAddress(request.client ?? null)) ??
           'not named',
         sent,
         this.#o.store,
-        this.#ctx.authorityKey ?? READ_BACK_FINGERPRINT_KEY,
+        g.ctx.authorityKey ?? READ_BACK_FINGERPRINT_KEY,
       )
       .then((recorded) => {
         if (recorded > 0) this.#o.logger.info({ recorded, path: request.path }, 'read-back observed');
@@ -372,11 +390,11 @@ export class Gate implements GateHandler {
    * Everything about the request that needs no store (`proposal.ts`): on the event loop for small
    * bodies, on an analysis worker for large ones, so one client's megabyte stalls nobody else.
    */
-  #propose(request: GateRequest): Promise<Proposed> | Proposed {
-    if (this.#pool === null || request.body.byteLength < this.#offloadBodyBytes) {
-      return propose(this.#ctx, request);
+  #propose(request: GateRequest, g: PolicyGeneration): Promise<Proposed> | Proposed {
+    if (g.pool === null || request.body.byteLength < this.#offloadBodyBytes) {
+      return propose(g.ctx, request);
     }
-    return this.#pool.propose(request, this.#addresses.namesFor(request.host));
+    return g.pool.propose(request, g.addresses.namesFor(request.host));
   }
 
   async #govern(
@@ -385,6 +403,7 @@ export class Gate implements GateHandler {
     send: UpstreamSender,
     started: number,
     trace: DecisionTrace,
+    g: PolicyGeneration,
   ): Promise<GateResponse> {
     const { tool, args, common, key, keyError } = p;
     const o = this.#o;
@@ -405,8 +424,8 @@ export class Gate implements GateHandler {
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);
-      if (shadow) return this.#sendAnyway(r, p, request, send, started, null);
-      return this.#answer(r, tool, p.rpcId, request, started, null);
+      if (shadow) return this.#sendAnyway(r, p, request, send, started, null, g);
+      return this.#answer(r, tool, p.rpcId, request, started, null, g);
     }
 
     // Shadow mode never holds a request back, not even to wait on another run's reservation.
@@ -484,8 +503,8 @@ export class Gate implements GateHandler {
     if (result.verdict === 'reconcile') throw new Error('store asked to reconcile twice');
     if (result.verdict !== 'allow') {
       return shadow
-        ? this.#sendAnyway(result, p, request, send, started, reconciled?.result ?? null)
-        : this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null);
+        ? this.#sendAnyway(result, p, request, send, started, reconciled?.result ?? null, g)
+        : this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null, g);
     }
 
     // What the decide took (a wait for a row lock, the other calls of a group-commit batch, its
@@ -525,7 +544,7 @@ export class Gate implements GateHandler {
       o.metrics.upstream(tool.id, outcome.operationState, ms);
       trace.settled(outcome);
       // An operation this gate just saw go unknown: its tool's read-backs must see it at once.
-      if (outcome.operationState === 'unknown') this.#readBacks.forget(tool, common.scope);
+      if (outcome.operationState === 'unknown') g.readBacks.forget(tool, common.scope);
       return this.#record(outcome, tool.id, common.runId, result, reconciled);
     };
     const keyHash = key?.hash ?? null;
@@ -575,13 +594,14 @@ export class Gate implements GateHandler {
     send: UpstreamSender,
     started: number,
     reconciliation: ReconciliationResult | null,
+    g: PolicyGeneration,
   ): Promise<GateResponse> {
     const { tool, common } = p;
     const verdict = shadowVerdictOf(result.verdict);
     const facts =
       result.verdict === 'block'
         ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
-        : factsForDecision(result, tool, 0, this.#ctx.maxDuplicateSkips);
+        : factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips);
     const sendStarted = performance.now();
     const sent = await send(toUpstream(request, null, undefined, tool.verdict.protocol === 'jsonrpc'));
     const upstreamMs = performance.now() - sendStarted;
@@ -720,11 +740,12 @@ export class Gate implements GateHandler {
     request: GateRequestHead,
     started: number,
     reconciliation: ReconciliationResult | null,
+    g: PolicyGeneration,
   ): GateResponse {
     const facts =
       result.verdict === 'block'
         ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
-        : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, this.#ctx.maxDuplicateSkips);
+        : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, g.ctx.maxDuplicateSkips);
     this.#o.logger.info(
       {
         verdict: result.verdict,
@@ -784,37 +805,6 @@ const READ_BACK_FINGERPRINT_KEY = 'effectgate read-back';
 
 /** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
 const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);
-
-/**
- * The worker pool for large bodies, or null: none asked for, or a policy set the worker could not
- * compile the same copy of (one composed by hand rather than loaded): such a set is analysed on
- * the event loop, since a worker deciding on other policies would let requests out ungoverned.
- */
-function analysisPool(options: GateOptions, ctx: ProposalContext): ProposalPool | null {
-  const threads = options.analysisThreads ?? ANALYSIS_DEFAULTS.threads;
-  if (threads === 0) return null;
-  const sources = policySources(options.policies);
-  if (sources === null) {
-    options.logger.warn(
-      {},
-      'the policy set was not made by loadPolicies or parsePolicyFiles, so large bodies are analysed on the event loop (no analysis worker)',
-    );
-    return null;
-  }
-  return new ProposalPool({
-    sources,
-    tools: options.policies.tools,
-    threads,
-    setup: {
-      scope: ctx.scope,
-      authorityKey: ctx.authorityKey,
-      bodyLimits: ctx.bodyLimits,
-      maxDuplicateSkips: ctx.maxDuplicateSkips,
-    },
-    onWorkerError: (err) =>
-      options.logger.error({ err: err.message }, 'body analysis worker failed; replacing it'),
-  });
-}
 
 const EMPTY = new Uint8Array(0);
 

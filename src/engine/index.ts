@@ -23,6 +23,7 @@ export {
   noGateTracer,
   type TracedAttempt,
 } from './gate-tracing.js';
+export type { GenerationState, ReloadReport } from './generation-switch.js';
 export { connectionNamedHeaders, HOP_BY_HOP_HEADERS, stripHopByHop } from './hop-by-hop.js';
 export { defaultInstanceId } from './instance-id.js';
 export {
@@ -32,6 +33,7 @@ export {
   normalizeHost,
   type RawRequestHead,
 } from './normalize-head.js';
+export type { GenerationInfo } from './policy-generation.js';
 export {
   codedProblem,
   destinationRefusedResponse,

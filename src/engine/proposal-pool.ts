@@ -25,6 +25,14 @@ export const ANALYSIS_DEFAULTS = Object.freeze({
   jobTimeoutMs: 10_000,
 });
 
+/** Analysis threads alive in this process, every pool's together: what shows a pool left running. */
+let liveWorkers = 0;
+
+/** How many analysis worker threads this process runs now (a replaced policy generation's stop them). */
+export function liveAnalysisWorkers(): number {
+  return liveWorkers;
+}
+
 /** Nice value of a worker thread (Linux: that thread alone), below the event loop's. */
 export const ANALYSIS_NICE = 10;
 
@@ -92,6 +100,11 @@ export class ProposalPool {
     this.#tools = new Map(options.tools.map((t) => [t.id, t]));
     this.#maxQueuedBytes = options.maxQueuedBytes ?? ANALYSIS_DEFAULTS.maxQueuedBytes;
     this.#jobTimeoutMs = options.jobTimeoutMs ?? ANALYSIS_DEFAULTS.jobTimeoutMs;
+  }
+
+  /** Worker threads alive now (started on the first large body, none after `close()`). */
+  get workers(): number {
+    return this.#slots.length;
   }
 
   /** @throws {AnalysisFailed} when the worker fails on this request, the queue is full, or the pool is closed. */
@@ -171,6 +184,10 @@ export class ProposalPool {
       resourceLimits: { maxOldGenerationSizeMb: this.#o.maxHeapMb ?? ANALYSIS_DEFAULTS.maxHeapMb },
     });
     const slot: Slot = { worker, current: null, timer: null };
+    liveWorkers += 1;
+    worker.once('exit', () => {
+      liveWorkers -= 1;
+    });
     worker.on('message', (reply: WorkerReply) => {
       const job = slot.current;
       if (job === null || job.id !== reply.id) {

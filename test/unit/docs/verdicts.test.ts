@@ -13,7 +13,9 @@ import { httpText, VERDICT_EXAMPLES } from './verdict-examples.js';
  * JSON-RPC error code and every problem slug the gate answers agents with must appear on the page.
  */
 // The verdicts a gate answers with (`pass` is policies test's word for no verdict at all).
-const VERDICT_SET = EXPECTED_VERDICTS.filter((v): v is EnforcedVerdict => (ENFORCED_VERDICTS as readonly string[]).includes(v));
+const VERDICT_SET = EXPECTED_VERDICTS.filter((v): v is EnforcedVerdict =>
+  (ENFORCED_VERDICTS as readonly string[]).includes(v),
+);
 const docs = readFileSync(new URL('../../../docs/verdicts.md', import.meta.url), 'utf8');
 
 const blocks = new Map(
