@@ -48,6 +48,7 @@ export {
   type ObservationEntry,
   type OperationReport,
   responseSummary,
+  shadowSummary,
   type Trail,
   type TrailEntry,
   type TrailOperation,

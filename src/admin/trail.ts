@@ -57,6 +57,17 @@ export interface DecisionEntry {
   readonly explain: string;
   /** A duplicate names the operation it duplicated (this one, for the duplicates listed here). */
   readonly source_operation_id: string | null;
+  /**
+   * Shadow mode (a `would_*` verdict): the request was sent anyway, and this is what came back;
+   * `null` on a would_* decision whose answer was never recorded (the gate stopped mid-call, or
+   * the store could not take it), and on every enforced verdict.
+   */
+  readonly shadow_dispatch: {
+    readonly dispatch_state: AttemptRecord['dispatchState'];
+    readonly status: number | null;
+    readonly duration_ms: number | null;
+    readonly error: string | null;
+  } | null;
 }
 
 export interface AttemptEntry {
@@ -233,7 +244,16 @@ function decisionEntry(d: DecisionRecord): DecisionEntry {
     step: d.step,
     attempt_id: d.attemptId,
     explain: d.explain,
-    source_operation_id: d.verdict === 'duplicate' ? d.operationId : null,
+    source_operation_id: d.verdict === 'duplicate' || d.verdict === 'would_duplicate' ? d.operationId : null,
+    shadow_dispatch:
+      d.shadowDispatch === null
+        ? null
+        : {
+            dispatch_state: d.shadowDispatch.dispatchState,
+            status: d.shadowDispatch.status,
+            duration_ms: d.shadowDispatch.durationMs,
+            error: d.shadowDispatch.error,
+          },
   };
 }
 
@@ -348,3 +368,28 @@ function approvalEntries(a: ApprovalRecord): ApprovalEntry[] {
   if (a.state === 'expired' && a.expiresAt !== null) out.push(entry(a.expiresAt, 'expired', null, null));
   return out;
 }
+
+/**
+ * A shadow-mode decision in one line: what enforce mode would have done, and what the request sent
+ * anyway got back (the timeline page and `effectgate trail` say the same).
+ */
+export function shadowSummary(e: Pick<DecisionEntry, 'verdict' | 'shadow_dispatch'>): string | null {
+  if (!e.verdict.startsWith('would_')) return null;
+  const would = WOULD[e.verdict] ?? `answered ${e.verdict.slice('would_'.length)}`;
+  const d = e.shadow_dispatch;
+  const sent =
+    d === null
+      ? 'what came back was not recorded (the gate stopped mid-call, or the store could not take it)'
+      : d.dispatch_state === 'response_received'
+        ? `HTTP ${d.status ?? '?'}${d.duration_ms === null ? '' : ` in ${Math.round(d.duration_ms)} ms`}`
+        : `${d.dispatch_state}${d.error === null ? '' : `: ${d.error}`}`;
+  return `shadow mode: enforce mode would have ${would}; sent anyway, ${sent}`;
+}
+
+const WOULD: Readonly<Record<string, string>> = {
+  would_duplicate: 'skipped it as a duplicate',
+  would_pending: 'answered pending (another attempt held the key)',
+  would_hold: 'held it for an approval (the earlier outcome is unknown)',
+  would_halted: 'halted the run (the loop breaker)',
+  would_block: 'blocked it',
+};

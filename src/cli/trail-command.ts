@@ -1,4 +1,4 @@
-import { loadOperationReport, type OperationReport, type TrailEntry } from '../admin/index.js';
+import { loadOperationReport, type OperationReport, shadowSummary, type TrailEntry } from '../admin/index.js';
 import { EffectgateError } from '../errors.js';
 import { type DecisionRecord, openInspectionStore, resolveStoreUrl, type Store } from '../store/index.js';
 import { keyText, padEnd, printable, truncate, labelled as wrap, writeJson } from './cli-text.js';
@@ -156,6 +156,11 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
         more(
           `skipped as a duplicate of ${e.source_operation_id === self ? 'this operation' : p(e.source_operation_id)}`,
         );
+      if (shadowSummary(e) !== null) {
+        more(paint('yellow', p(shadowSummary(e))));
+        if (e.source_operation_id !== null && e.source_operation_id !== self)
+          more(`earlier operation ${p(e.source_operation_id)}`);
+      }
       break;
     case 'attempt': {
       head(
@@ -240,16 +245,29 @@ async function runTrailOfRun(store: Store, runId: string, json: boolean, paint: 
 
 function runLine(d: DecisionRecord, paint: Paint): string[] {
   const lines = [
-    `${paint('dim', padEnd(d.createdAt, TIME))}${paint('bold', padEnd(d.verdict, 10))}${printable(d.toolId)}${d.step ? `  step ${printable(d.step)}` : ''}`,
+    `${paint('dim', padEnd(d.createdAt, TIME))}${paint('bold', padEnd(d.verdict, d.verdict.length < 10 ? 10 : 16))}${printable(d.toolId)}${d.step ? `  step ${printable(d.step)}` : ''}`,
   ];
   const target =
     d.operationId === null
       ? d.reason
         ? `reason ${printable(d.reason)}`
         : null
-      : d.verdict === 'duplicate'
+      : d.verdict === 'duplicate' || d.verdict === 'would_duplicate'
         ? `duplicate of operation ${d.operationId}`
         : `operation ${d.operationId}${d.reason ? ` (${printable(d.reason)})` : ''}`;
   if (target !== null) lines.push(...wrap('', target, TIME));
+  const shadow = shadowSummary({
+    verdict: d.verdict,
+    shadow_dispatch:
+      d.shadowDispatch === null
+        ? null
+        : {
+            dispatch_state: d.shadowDispatch.dispatchState,
+            status: d.shadowDispatch.status,
+            duration_ms: d.shadowDispatch.durationMs,
+            error: d.shadowDispatch.error,
+          },
+  });
+  if (shadow !== null) lines.push(...wrap('', paint('yellow', shadow), TIME));
   return lines;
 }

@@ -5,8 +5,21 @@ import type { PolicyReader, Slot, SourcePosition } from './policy-reader.js';
  * What the gate answers an example's request with: one of its verdicts (the `Effectgate-Verdict`
  * header), or `pass` when it answers without one (an unclassified request sent as it is).
  */
-export type ExpectedVerdict = 'allow' | 'duplicate' | 'pending' | 'hold' | 'halted' | 'block' | 'pass';
+export type ExpectedVerdict =
+  | 'allow'
+  | 'duplicate'
+  | 'pending'
+  | 'hold'
+  | 'halted'
+  | 'block'
+  | 'would_duplicate'
+  | 'would_pending'
+  | 'would_hold'
+  | 'would_halted'
+  | 'would_block'
+  | 'pass';
 
+/** A tool with `mode: shadow` answers `would_*` where enforce mode answers with its verdict. */
 export const EXPECTED_VERDICTS: readonly ExpectedVerdict[] = [
   'allow',
   'duplicate',
@@ -14,6 +27,11 @@ export const EXPECTED_VERDICTS: readonly ExpectedVerdict[] = [
   'hold',
   'halted',
   'block',
+  'would_duplicate',
+  'would_pending',
+  'would_hold',
+  'would_halted',
+  'would_block',
   'pass',
 ];
 

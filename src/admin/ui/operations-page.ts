@@ -3,10 +3,16 @@
  * tenant and time, and the matching operations, newest first.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { OperationRecord, OperationState } from '../../store/index.js';
+import {
+  type OperationRecord,
+  type OperationState,
+  SHADOW_VERDICTS,
+  type ShadowVerdict,
+  type ShadowVerdictCount,
+} from '../../store/index.js';
 import { fullCounts } from '../admin-api.js';
 import { DEFAULT_LIST_LIMIT, InputError, OPERATION_STATES, parseOperationFilter } from '../admin-input.js';
-import { formValue, type Html, html, keyText, truncate } from './html.js';
+import { formValue, type Html, html, join, keyText, truncate } from './html.js';
 import { page, stateBadge } from './layout.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
 import { sendHtml } from './ui-http.js';
@@ -35,6 +41,8 @@ export interface OperationsView {
   readonly error: string | null;
   readonly csrf: string;
   readonly requested: number | null;
+  /** What shadow mode recorded instead of refusing (`Store.countShadowVerdicts`); empty: none. */
+  readonly shadow: readonly ShadowVerdictCount[];
 }
 
 const FILTER_FIELDS = ['tool', 'key', 'tenant', 'since', 'limit'] as const;
@@ -123,6 +131,7 @@ ${view.operations.length >= view.limit ? html`<p class="muted">Showing the newes
   return page(
     { title: 'Operations', csrf: view.csrf, active: 'operations', requested: view.requested },
     html`<h1>Operations</h1>
+${shadowBanner(view.shadow)}
 ${pills}
 ${search}
 ${view.error === null ? '' : html`<p class="banner error" role="alert">${view.error}</p>`}
@@ -130,6 +139,40 @@ ${keyNote}
 ${results}`,
   );
 }
+
+/**
+ * What enforce mode would have prevented, from every decision shadow mode recorded (issue 15:
+ * "12 duplicate effects would have been skipped"), per verdict and then per tool.
+ */
+function shadowBanner(counts: readonly ShadowVerdictCount[]): Html {
+  if (counts.length === 0) return html``;
+  const total = (verdict: ShadowVerdict): number =>
+    counts.filter((c) => c.verdict === verdict).reduce((n, c) => n + c.count, 0);
+  const parts = SHADOW_VERDICTS.filter((v) => total(v) > 0).map(
+    (v) => html`<li data-verdict="${v}"><b>${total(v)}</b> ${SHADOW_WORDS[v](total(v) === 1)}</li>`,
+  );
+  const tools = [...new Set(counts.map((c) => c.toolId))].sort();
+  return html`<div class="banner note" id="shadow-summary"><p><b>Shadow mode</b>: what enforce mode would have prevented (every such request was sent anyway; each is in its operation's or run's trail):</p>
+<ul>${parts}</ul>
+<p class="muted wrap">tools: ${join(
+    tools.map(
+      (t) =>
+        html`${t} (${counts
+          .filter((c) => c.toolId === t)
+          .map((c) => `${c.count} ${c.verdict}`)
+          .join(', ')})`,
+    ),
+    html`; `,
+  )}</p></div>`;
+}
+
+const SHADOW_WORDS: Readonly<Record<ShadowVerdict, (one: boolean) => string>> = {
+  would_duplicate: (one) => `duplicate effect${one ? '' : 's'} would have been skipped`,
+  would_pending: (one) => `concurrent repeat${one ? '' : 's'} would have been answered pending`,
+  would_hold: (one) => `retr${one ? 'y' : 'ies'} after an unknown outcome would have waited for an approval`,
+  would_halted: (one) => `proposal${one ? '' : 's'} of a looping run would have been halted`,
+  would_block: (one) => `request${one ? '' : 's'} would have been blocked`,
+};
 
 /** `2025-06-01T12:00:00.123Z` → `2025-06-01 12:00:00.123Z` (the store's own instant, UTC). */
 export function displayTime(at: string): string {
@@ -192,6 +235,7 @@ export async function serveOperationsPage(
       error: err.message,
       csrf,
       requested,
+      shadow: [],
     };
     return sendHtml(req, res, 400, renderOperationsPage(view));
   }
@@ -219,7 +263,10 @@ export async function serveOperationsPage(
     operations = all.filter((o) => state === undefined || o.state === state).slice(0, limit);
   }
   // One grouped read for the rows shown (after the list: it needs their ids).
-  const duplicates = await ctx.store.countDuplicates(operations.map((o) => o.id));
+  const [duplicates, shadow] = await Promise.all([
+    ctx.store.countDuplicates(operations.map((o) => o.id)),
+    ctx.store.countShadowVerdicts(),
+  ]);
   sendHtml(
     req,
     res,
@@ -235,6 +282,7 @@ export async function serveOperationsPage(
       error: null,
       csrf,
       requested,
+      shadow,
     }),
   );
 }

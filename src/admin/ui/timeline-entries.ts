@@ -4,7 +4,14 @@
  * attempt's); a row repeats none of it and shows only what differs, so a long retry chain reads
  * as what changed from one attempt to the next.
  */
-import type { ApprovalEntry, AttemptEntry, DecisionEntry, ObservationEntry, TrailEntry } from '../trail.js';
+import {
+  type ApprovalEntry,
+  type AttemptEntry,
+  type DecisionEntry,
+  type ObservationEntry,
+  shadowSummary,
+  type TrailEntry,
+} from '../trail.js';
 import { type Html, html, join } from './html.js';
 import { httpUrl, refHtml } from './links.js';
 import { displayTime, operationHref } from './operations-page.js';
@@ -82,6 +89,14 @@ function decisionBody(e: DecisionEntry, ctx: RowContext): Html {
     const src = e.source_operation_id;
     lines.push(
       html`<p>skipped as a duplicate of <a class="source-link mono" href="${operationHref(src)}">${src === ctx.operationId ? `this operation (${src})` : src}</a>: nothing was sent; the earlier response was not replayed.</p>`,
+    );
+  }
+  // Shadow mode: the request went out although enforce mode would have stopped it (issue 15).
+  const shadow = shadowSummary(e);
+  if (shadow !== null) {
+    const src = e.source_operation_id;
+    lines.push(
+      html`<p class="shadow">${shadow}${src === null ? '' : html` · earlier operation <a class="source-link mono" href="${operationHref(src)}">${src === ctx.operationId ? `this operation (${src})` : src}</a>`}</p>`,
     );
   }
   if (e.attempt_id !== null) lines.push(html`<p>made attempt ${attemptRef(e.attempt_id, ctx.attempts)}</p>`);

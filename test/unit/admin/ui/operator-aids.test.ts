@@ -74,6 +74,33 @@ const operation = (id: string): OperationRecord => ({
 });
 
 describe('the operations list', () => {
+  it('says what shadow mode would have prevented, per verdict and per tool', () => {
+    const page = renderOperationsPage({
+      query: {},
+      state: undefined,
+      operations: [],
+      duplicates: {},
+      counts: null,
+      limit: 100,
+      keyValues: undefined,
+      error: null,
+      csrf: 'c',
+      requested: 0,
+      shadow: [
+        { toolId: 'stripe.refund', verdict: 'would_duplicate', count: 9 },
+        { toolId: 'github.create_issue', verdict: 'would_duplicate', count: 3 },
+        { toolId: 'github.create_issue', verdict: 'would_hold', count: 1 },
+      ],
+    }).text;
+    expect(page).toContain('id="shadow-summary"');
+    expect(page).toMatch(
+      /<li data-verdict="would_duplicate"><b>12<\/b> duplicate effects would have been skipped<\/li>/,
+    );
+    expect(page).toMatch(/<b>1<\/b> retry after an unknown outcome would have waited for an approval/);
+    expect(page).toContain('stripe.refund (9 would_duplicate)');
+    expect(page).not.toContain('would_pending');
+  });
+
   it('shows how many duplicates each operation absorbed, 0 when the store names none', () => {
     const page = renderOperationsPage({
       query: {},
@@ -86,8 +113,11 @@ describe('the operations list', () => {
       error: null,
       csrf: 'c',
       requested: 0,
+      shadow: [],
     }).text;
     expect(page).toContain('<th class="num" title="proposals answered as duplicates of it: nothing sent">');
+    // No shadow decisions: no shadow banner.
+    expect(page).not.toContain('id="shadow-summary"');
     const cell = (id: string): string | undefined =>
       new RegExp(`data-operation-id="${id}"[\\s\\S]*?data-duplicates="(\\d+)"`).exec(page)?.[1];
     expect(cell('op-a')).toBe('3');
