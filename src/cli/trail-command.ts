@@ -243,9 +243,12 @@ async function runTrailOfRun(store: Store, runId: string, json: boolean, paint: 
   return 0;
 }
 
+/** Wide enough for every verdict, `would_duplicate` (shadow mode) included. */
+const VERDICT_COLUMN = 16;
+
 function runLine(d: DecisionRecord, paint: Paint): string[] {
   const lines = [
-    `${paint('dim', padEnd(d.createdAt, TIME))}${paint('bold', padEnd(d.verdict, d.verdict.length < 10 ? 10 : 16))}${printable(d.toolId)}${d.step ? `  step ${printable(d.step)}` : ''}`,
+    `${paint('dim', padEnd(d.createdAt, TIME))}${paint('bold', padEnd(d.verdict, VERDICT_COLUMN))}${printable(d.toolId)}${d.step ? `  step ${printable(d.step)}` : ''}`,
   ];
   const target =
     d.operationId === null

@@ -228,6 +228,17 @@ for (const target of storeTargets()) {
       expect(effectsOf('o-move')).toBe(2);
     });
 
+    it("a reload that drops a tool's mode: shadow enforces from the next request on", async () => {
+      const g = await gate('enforce', 'mode: shadow');
+      await g.handle(post(dest, 'charges', 'o-reload', 'run-reload'), client.send);
+      const shadowed = await g.handle(post(dest, 'charges', 'o-reload', 'run-reload'), client.send);
+      expect(header(shadowed, 'effectgate-verdict')).toBe('would_duplicate');
+      await g.reload(parsePolicyFiles([{ file: 'shadow.yaml', text: policyText('') }]));
+      const enforced = await g.handle(post(dest, 'charges', 'o-reload', 'run-reload'), client.send);
+      expect(enforced.status).toBe(409);
+      expect(effectsOf('o-reload')).toBe(2);
+    });
+
     it('per tool: a shadow tool beside an enforced one in an enforcing gate', async () => {
       const g = await gate('enforce', 'mode: shadow');
       await g.handle(post(dest, 'tickets', 'o-mixed', 'run-mixed'), client.send);
@@ -256,8 +267,8 @@ for (const target of storeTargets()) {
       const counts = await store.countShadowVerdicts();
       const of = (tool: string, verdict: string): number =>
         counts.find((c) => c.toolId === tool && c.verdict === verdict)?.count ?? 0;
-      // o-dup 1 + o-move 1 + o-mixed 1 duplicates of pay.charge; o-loop's 2 of ticket.create.
-      expect(of('pay.charge', 'would_duplicate')).toBe(3);
+      // o-dup, o-move, o-reload and o-mixed: 1 each of pay.charge; o-loop's 2 of ticket.create.
+      expect(of('pay.charge', 'would_duplicate')).toBe(4);
       expect(of('ticket.create', 'would_duplicate')).toBe(2);
       expect(of('ticket.create', 'would_halted')).toBe(2);
       expect(of('ticket.create', 'would_hold')).toBe(1);
