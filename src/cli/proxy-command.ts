@@ -129,7 +129,9 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   const adminToken = configuredToken ?? oneRunToken;
   const authorityKey =
     values['authority-key-file'] === undefined
-      ? values['authority-key']
+      ? values['authority-key'] === undefined
+        ? undefined
+        : checkAuthorityKey(where('authority-key'), values['authority-key'])
       : await readAuthorityKey(where('authority-key-file'), values['authority-key-file']);
 
   const mode = gateMode(where('mode'), values.mode);
@@ -248,11 +250,18 @@ async function readAuthorityKey(name: string, file: string): Promise<string> {
       cause: err,
     });
   }
-  const key = text.split(/\r?\n/, 1)[0]?.trim() ?? '';
+  return checkAuthorityKey(`${name} ${file}`, text.split(/\r?\n/, 1)[0]?.trim() ?? '');
+}
+
+/**
+ * The HMAC key of credential fingerprints, from a file or EFFECTGATE_AUTHORITY_KEY alike: a short
+ * one is a dictionary away from a database dump (docs/security.md), whichever way it came.
+ */
+function checkAuthorityKey(where: string, key: string): string {
   if (key.length < 32) {
     throw new EffectgateError(
       'EG_ERR_CONFIG_INVALID',
-      `${name} ${file}: the key must be at least 32 characters (e.g. openssl rand -hex 32)`,
+      `${where}: the key must be at least 32 characters (e.g. openssl rand -hex 32)`,
     );
   }
   return key;
