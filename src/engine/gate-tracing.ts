@@ -39,6 +39,11 @@ export interface DecisionTrace {
    * destination gets carries a `traceparent` naming that span instead of the agent's.
    */
   attempt(allow: TracedAttempt, upstream: UpstreamRequest, send: UpstreamSender): Promise<UpstreamResult>;
+  /**
+   * Shadow mode sends a request its decision would have stopped (`would_*`) through `send` inside
+   * a CLIENT span of its own, ended when the answer (or its failure) is there.
+   */
+  dispatch(upstream: UpstreamRequest, send: UpstreamSender): Promise<UpstreamResult>;
   /** The attempt's outcome is known (for a streamed answer, when its response event arrived). */
   settled(outcome: OutcomeInput): void;
   /** The agent's answer: its verdict headers close the decision. Returns `response` itself. */
@@ -50,6 +55,7 @@ export interface DecisionTrace {
 /** The no-op decision: one frozen object shared by every request, so no allocation per call. */
 const NO_DECISION: DecisionTrace = Object.freeze({
   attempt: (_allow: TracedAttempt, upstream: UpstreamRequest, send: UpstreamSender) => send(upstream),
+  dispatch: (upstream: UpstreamRequest, send: UpstreamSender) => send(upstream),
   settled() {},
   end: (response: GateResponse) => response,
   fail() {},

@@ -244,8 +244,10 @@ export class Gate implements GateHandler {
     if (route.candidates.length > 0 || g.routes.needsBody(head)) {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     }
-    if (g.policies.default === 'block' && this.#o.mode !== 'shadow')
-      return { kind: 'refuse', response: this.#defaultBlock(head) };
+    if (g.policies.default === 'block') {
+      if (this.#o.mode !== 'shadow') return { kind: 'refuse', response: this.#defaultBlock(head) };
+      this.#wouldBlockUnclassified(head);
+    }
     // An agent's own read-back of a tool's lookup (read-back.ts): buffered, so its answer can be
     // judged against the tool's unknown operations after it is delivered.
     if (g.readBacks.toolsFor(head).length > 0) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
@@ -307,7 +309,10 @@ export class Gate implements GateHandler {
       return proposed.rpcId === undefined ? refusal : asJsonRpcError(refusal, proposed.rpcId);
     }
     if (proposed.kind === 'unclassified') {
-      if (g.policies.default === 'block' && this.#o.mode !== 'shadow') return this.#defaultBlock(request);
+      if (g.policies.default === 'block') {
+        if (this.#o.mode !== 'shadow') return this.#defaultBlock(request);
+        this.#wouldBlockUnclassified(request);
+      }
       // A read-back's candidates are read as it is sent: what its answer can speak for.
       const routes = g.readBacks.toolsFor(request);
       const pending =
@@ -424,7 +429,7 @@ export class Gate implements GateHandler {
       });
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);
-      if (shadow) return this.#sendAnyway(r, p, request, send, started, null, g);
+      if (shadow) return this.#sendAnyway(r, p, request, send, started, null, g, trace);
       return this.#answer(r, tool, p.rpcId, request, started, null, g);
     }
 
@@ -503,7 +508,7 @@ export class Gate implements GateHandler {
     if (result.verdict === 'reconcile') throw new Error('store asked to reconcile twice');
     if (result.verdict !== 'allow') {
       return shadow
-        ? this.#sendAnyway(result, p, request, send, started, reconciled?.result ?? null, g)
+        ? this.#sendAnyway(result, p, request, send, started, reconciled?.result ?? null, g, trace)
         : this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null, g);
     }
 
@@ -585,7 +590,8 @@ export class Gate implements GateHandler {
    * Shadow mode's answer to every verdict but allow (shadow-dispatch.ts): the store recorded it as
    * would_<verdict>; the request goes out as the agent wrote it, and what came back is recorded
    * beside that decision before the agent gets the destination's own answer. A record the store
-   * cannot take is logged and flagged on the answer (the decision already says it was sent).
+   * cannot take waits in the outbox, retried while the gate runs and drained by a graceful stop,
+   * and the answer is flagged (the decision already says it was sent).
    */
   async #sendAnyway(
     result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
@@ -595,6 +601,7 @@ export class Gate implements GateHandler {
     started: number,
     reconciliation: ReconciliationResult | null,
     g: PolicyGeneration,
+    trace: DecisionTrace,
   ): Promise<GateResponse> {
     const { tool, common } = p;
     const verdict = shadowVerdictOf(result.verdict);
@@ -603,30 +610,25 @@ export class Gate implements GateHandler {
         ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
         : factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips);
     const sendStarted = performance.now();
-    const sent = await send(toUpstream(request, null, undefined, tool.verdict.protocol === 'jsonrpc'));
+    const sent = await trace.dispatch(
+      toUpstream(request, null, undefined, tool.verdict.protocol === 'jsonrpc'),
+      send,
+    );
     const upstreamMs = performance.now() - sendStarted;
     const dispatch = shadowDispatchOf(sent);
     const recorded =
       facts.decisionId === null
         ? false
-        : await this.#o.store
-            .recordShadowDispatch({
-              decisionId: facts.decisionId,
-              operationId: facts.operationId,
-              toolId: tool.id,
-              runId: common.runId,
-              scope: common.scope,
-              verdict,
-              ...dispatch,
-              durationMs: roundMs(upstreamMs),
-            })
-            .catch((err: unknown) => {
-              this.#o.logger.warn(
-                { err: messageOf(err), tool: tool.id, decision: facts.decisionId },
-                'shadow dispatch not recorded: the trail shows the decision as sent without its answer',
-              );
-              return false;
-            });
+        : await this.#o.outbox.recordShadow({
+            decisionId: facts.decisionId,
+            operationId: facts.operationId,
+            toolId: tool.id,
+            runId: common.runId,
+            scope: common.scope,
+            verdict,
+            ...dispatch,
+            durationMs: roundMs(upstreamMs),
+          });
     this.#o.logger.info(
       {
         verdict,
@@ -772,6 +774,25 @@ export class Gate implements GateHandler {
     const all = facts === null ? headers : { ...headers, ...verdictHeaders(facts) };
     if (sent.kind === 'stream') return { status: sent.status, headers: all, body: EMPTY, stream: sent.body };
     return { status: sent.status, headers: all, body: sent.body };
+  }
+
+  /**
+   * Shadow mode under `default: block`: the request matches no tool, so no decision can be recorded
+   * (enforce mode records none either); the log line is what says enforce mode would refuse it.
+   * Method, host and port only: a path or query may carry what the trail never keeps.
+   */
+  #wouldBlockUnclassified(head: GateRequestHead): void {
+    this.#o.logger.info(
+      {
+        verdict: 'would_block',
+        mode: 'shadow',
+        reason: 'unclassified',
+        method: head.method,
+        host: head.host,
+        port: head.port,
+      },
+      'default: block would refuse this unclassified request; sent anyway (shadow mode)',
+    );
   }
 
   #defaultBlock(head: GateRequestHead): GateResponse {

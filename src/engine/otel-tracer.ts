@@ -177,8 +177,29 @@ class OtelDecision implements DecisionTrace {
 
   attempt(allow: TracedAttempt, upstream: UpstreamRequest, send: UpstreamSender): Promise<UpstreamResult> {
     this.#span.setAttributes(attemptAttributes(allow));
+    const span = this.#clientSpan(upstream, attemptAttributes(allow));
+    this.#attempt = span;
+    return this.#sendIn(span, upstream, send);
+  }
+
+  async dispatch(upstream: UpstreamRequest, send: UpstreamSender): Promise<UpstreamResult> {
+    // Shadow mode: not an attempt (no operation owns it), but a request at the destination all the
+    // same, so it has its span and the destination is parented on it, as an attempt's would be.
+    const span = this.#clientSpan(upstream, { 'effectgate.mode': 'shadow' });
+    const sent = await this.#sendIn(span, upstream, send);
+    span.setAttribute(
+      'effectgate.dispatch_state',
+      sent.kind === 'failure' ? sent.dispatchState : 'response_received',
+    );
+    if (sent.kind === 'failure') span.setStatus({ code: SpanStatusCode.ERROR, message: sent.dispatchState });
+    span.end();
+    return sent;
+  }
+
+  /** A CLIENT span for one request to the destination, child of the decision. */
+  #clientSpan(upstream: UpstreamRequest, attributes: Attributes): Span {
     const recorded = this.#proposal.common.request;
-    const span = this.#tracer.startSpan(
+    return this.#tracer.startSpan(
       upstream.method,
       {
         kind: SpanKind.CLIENT,
@@ -189,13 +210,15 @@ class OtelDecision implements DecisionTrace {
           'url.scheme': upstream.scheme,
           // The trail's path: no query string, secret path captures as `{name}`.
           'url.path': recorded.path,
-          ...attemptAttributes(allow),
+          ...attributes,
         },
       },
       this.#context,
     );
-    this.#attempt = span;
-    // The destination's parent is this attempt, not the agent's span (nor its tracestate as sent).
+  }
+
+  /** Sends `upstream` with `span` as the destination's parent (not the agent's span, nor its tracestate). */
+  #sendIn(span: Span, upstream: UpstreamRequest, send: UpstreamSender): Promise<UpstreamResult> {
     const headers = { ...upstream.headers };
     delete headers['traceparent'];
     delete headers['tracestate'];

@@ -1,5 +1,5 @@
 import { StoreError } from '../errors.js';
-import type { OperationState, OutcomeInput, Store } from '../store/index.js';
+import type { OperationState, OutcomeInput, ShadowDispatchInput, Store } from '../store/index.js';
 import type { GateLogger } from './gate.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
 
@@ -56,13 +56,23 @@ export interface OutboxStats {
  * attempt. That is safe, not lucky: the attempt keeps no outcome in the store, so after its
  * pending_ttl (or a restart's recovery) it is `sent_no_response` and its operation `unknown`, and
  * the unknown-outcome rules decide the next proposal; it never frees the key.
+ *
+ * What a request shadow mode sent anyway got back waits here the same way (`recordShadow`):
+ * the destination may have done its effect, so the trail must say so once the store is back, and a
+ * graceful stop drains it with the outcomes (eg_shadow_dispatched ignores a second write).
  */
+/** One write waiting for the store: an allowed attempt's outcome, or a shadow dispatch. */
+type Deferred =
+  | { readonly kind: 'outcome'; readonly input: OutcomeInput }
+  | { readonly kind: 'shadow'; readonly input: ShadowDispatchInput };
+
 export class OutcomeOutbox {
   readonly #store: Store;
   readonly #logger: GateLogger;
   readonly #o: OutboxOptions;
   readonly #metrics: GateMetrics;
-  readonly #queue = new Map<string, OutcomeInput>();
+  /** By attempt id (outcomes) or `shadow:<decision id>`. */
+  readonly #queue = new Map<string, Deferred>();
   /**
    * Abandoned decides whose attempt the store did not have yet, until when to look again: a decide
    * the client gave up on (a read timeout) may still be running on the server and commit later, and
@@ -133,32 +143,57 @@ export class OutcomeOutbox {
     return { recorded: false, queued: true };
   }
 
+  /**
+   * Writes what a request shadow mode sent anyway got back (one round trip); on a store outage it
+   * is queued for the retry loop like an outcome. True when it is recorded now.
+   */
+  async recordShadow(dispatch: ShadowDispatchInput): Promise<boolean> {
+    try {
+      await this.#store.recordShadowDispatch(dispatch);
+      return true;
+    } catch (err) {
+      if (isRetryable(err)) this.#enqueue({ kind: 'shadow', input: dispatch }, err);
+      else
+        this.#logger.error(
+          { err: messageOf(err), decision: dispatch.decisionId },
+          'shadow dispatch refused by the store',
+        );
+      return false;
+    }
+  }
+
   /** Queues an outcome for the retry loop; false when the bound is reached (dropped). */
   enqueue(outcome: OutcomeInput, cause: unknown): boolean {
-    if (this.#queue.has(outcome.attemptId)) return true;
+    return this.#enqueue({ kind: 'outcome', input: outcome }, cause);
+  }
+
+  #enqueue(entry: Deferred, cause: unknown): boolean {
+    const id = queueId(entry);
+    const names =
+      entry.kind === 'outcome'
+        ? { operation: entry.input.operationId, attempt: entry.input.attemptId }
+        : { operation: entry.input.operationId, decision: entry.input.decisionId };
+    if (this.#queue.has(id)) return true;
     if (this.#closed || this.#queue.size >= this.#o.maxEntries) {
       this.#dropped += 1;
       // Counted as queued and dropped at once, so the pending gauge stays exact.
       this.#metrics.deferredOutcome('queued');
       this.#metrics.deferredOutcome('dropped');
       this.#logger.error(
-        {
-          err: messageOf(cause),
-          operation: outcome.operationId,
-          attempt: outcome.attemptId,
-          pending: this.#queue.size,
-        },
+        { err: messageOf(cause), ...names, pending: this.#queue.size },
         this.#closed
           ? 'outcome not recorded and the gate is stopping: the attempt stays without an outcome until recovery marks it sent_no_response'
           : 'outcome outbox full: outcome dropped; the attempt will read as sent_no_response (operation unknown) after its pending_ttl',
       );
       return false;
     }
-    this.#queue.set(outcome.attemptId, outcome);
+    this.#queue.set(id, entry);
     this.#metrics.deferredOutcome('queued');
     this.#logger.warn(
-      { err: messageOf(cause), operation: outcome.operationId, attempt: outcome.attemptId },
-      'outcome not recorded yet: retrying with backoff while the gate runs',
+      { err: messageOf(cause), ...names },
+      entry.kind === 'outcome'
+        ? 'outcome not recorded yet: retrying with backoff while the gate runs'
+        : 'shadow dispatch not recorded yet: retrying with backoff while the gate runs',
     );
     this.#schedule();
     return true;
@@ -212,9 +247,18 @@ export class OutcomeOutbox {
   #flush(): Promise<void> {
     if (this.#flushing !== null) return this.#flushing;
     this.#flushing = (async () => {
-      for (const [attemptId, outcome] of this.#queue) {
+      for (const [id, entry] of this.#queue) {
         try {
           this.#retried += 1;
+          if (entry.kind === 'shadow') {
+            await this.#store.recordShadowDispatch(entry.input);
+            this.#queue.delete(id);
+            this.#metrics.deferredOutcome('written');
+            this.#logger.info({ decision: entry.input.decisionId }, 'late shadow dispatch recorded');
+            continue;
+          }
+          const outcome = entry.input;
+          const attemptId = id;
           const written = await this.#store.recordOutcome(outcome);
           if (outcome.operationId === null && written.operationState === null && !this.#closed) {
             const until = this.#unseen.get(attemptId) ?? Date.now() + ABANDONED_WATCH_MS;
@@ -237,11 +281,11 @@ export class OutcomeOutbox {
           }
           // The store answered and refused it: retrying cannot help. The attempt stays without
           // this outcome and the SQL rules treat it as unknown (never as a free key).
-          this.#queue.delete(attemptId);
+          this.#queue.delete(id);
           this.#dropped += 1;
           this.#metrics.deferredOutcome('dropped');
           this.#logger.error(
-            { err: messageOf(err), operation: outcome.operationId, attempt: attemptId },
+            { err: messageOf(err), operation: entry.input.operationId, id },
             'outcome refused by the store; dropped',
           );
         }
@@ -251,6 +295,10 @@ export class OutcomeOutbox {
     });
     return this.#flushing;
   }
+}
+
+function queueId(entry: Deferred): string {
+  return entry.kind === 'outcome' ? entry.input.attemptId : `shadow:${entry.input.decisionId}`;
 }
 
 /**

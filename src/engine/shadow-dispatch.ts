@@ -12,7 +12,10 @@ import type { UpstreamResult } from './types.js';
  * (eg_shadow_dispatched.sql). In both cases the request goes out as the agent wrote it: no
  * Idempotency-Key is injected, since a key the gate chose would let the destination deduplicate,
  * which is enforcing. A shadow decide never waits on another run's reservation, never halts a run
- * and never asks for an approval (eg_halted.sql, eg_unknown.sql).
+ * and never asks for an approval (eg_halted.sql, eg_unknown.sql), and its would_duplicates are
+ * counted apart from what a run was told (eg_skip.sql). Nothing it leaves may loosen enforce mode
+ * later either: a keyless shadow attempt is never retried as "honored" (eg_unknown.sql).
+ * What came back waits in the outbox when the store cannot take it (outcome-outbox.ts).
  *
  * What shadow mode still refuses, in both modes: a request the gate cannot read (a body past its
  * limits, ambiguous arguments, a route near miss, a malformed context header), since no verdict

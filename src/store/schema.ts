@@ -34,6 +34,7 @@ export interface RunKeySkipsTable {
   run_id: string;
   key_hash: string;
   skips: number;
+  shadow_skips: number;
 }
 
 export interface RunReleasesTable {

@@ -130,7 +130,11 @@ describe('effectgate proxy --print-config', () => {
   });
 
   it('refuses an EFFECTGATE_AUTHORITY_KEY shorter than 32 characters, as it does a short key file, without printing it', async () => {
-    const r = await runCli(['proxy', '--print-config'], { ...clean, EFFECTGATE_AUTHORITY_KEY: 'short-key-7' }, cwd);
+    const r = await runCli(
+      ['proxy', '--print-config'],
+      { ...clean, EFFECTGATE_AUTHORITY_KEY: 'short-key-7' },
+      cwd,
+    );
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('EFFECTGATE_AUTHORITY_KEY: the key must be at least 32 characters');
     expect(r.stderr + r.stdout).not.toContain('short-key-7');

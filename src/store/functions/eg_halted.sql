@@ -26,7 +26,10 @@ begin
   -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
   -- an effect it was already told max_duplicate_skips times is done: eg_skip counts per run and
   -- key (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
-  select r.halted_at, r.halt_decision_id, r.releases, s.skips, s.operation_id, h.skips
+  -- Shadow mode reads its own count (eg_skip.sql): would_halted never follows from what a run
+  -- was told, nor a halt from what it was not.
+  select r.halted_at, r.halt_decision_id, r.releases,
+      case when p ->> 'mode' = 'shadow' then s.shadow_skips else s.skips end, s.operation_id, h.skips
     into v_halted_at, v_halt_decision, v_releases, v_skips, v_skipped_op, v_halt_skips
     from runs r
     left join run_key_skips s on s.tenant = r.tenant and s.area = r.area and s.agent = r.agent

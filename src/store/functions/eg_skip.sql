@@ -10,11 +10,30 @@
 -- gate doing its job; adding them up halted exactly the runs recovering correctly (and, with one
 -- run for a whole shared proxy, everyone). A loop through several effects repeats each of them,
 -- so it still halts within max_duplicate_skips + 1 rounds.
+--
+-- Shadow mode (p.mode, migration 0010) counts its would_duplicate answers in shadow_skips, never
+-- in skips or the run's total: the run got the destination's answer, it was never told the effect
+-- was done, so these must not bring its halt closer once the tool enforces. A new operation of
+-- the key resets both counts, as it resets skips. Returns the count of the mode asked.
 create or replace function eg_skip(p jsonb, p_hash text, p_op text) returns int language plpgsql as $$
 declare
   v_scope jsonb := p -> 'scope';
   v_skips int;
 begin
+  if p ->> 'mode' = 'shadow' then
+    -- The run's row must exist for eg_halted's probe; its total stays what the run was told.
+    insert into runs as r (tenant, area, agent, id, duplicate_skips, client)
+    values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 0, p ->> 'derivedClient')
+    on conflict (tenant, area, agent, id) do nothing;
+    insert into run_key_skips as s (tenant, area, agent, run_id, key_hash, operation_id, skips, shadow_skips)
+    values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p_hash, p_op, 0, 1)
+    on conflict (tenant, area, agent, run_id, key_hash) do update
+      set shadow_skips = case when s.operation_id = excluded.operation_id then s.shadow_skips + 1 else 1 end,
+        skips = case when s.operation_id = excluded.operation_id then s.skips else 0 end,
+        operation_id = excluded.operation_id
+    returning shadow_skips into v_skips;
+    return v_skips;
+  end if;
   -- client: the address a derived run was derived from (eg_decide step a finds its halt by it).
   insert into runs as r (tenant, area, agent, id, duplicate_skips, client)
   values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 1, p ->> 'derivedClient')
@@ -23,6 +42,7 @@ begin
   values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p_hash, p_op, 1)
   on conflict (tenant, area, agent, run_id, key_hash) do update
     set skips = case when s.operation_id = excluded.operation_id then s.skips + 1 else 1 end,
+      shadow_skips = case when s.operation_id = excluded.operation_id then s.shadow_skips else 0 end,
       operation_id = excluded.operation_id
   returning skips into v_skips;
   return v_skips;

@@ -33,6 +33,7 @@ declare
   v_ref text;
   v_source json;
   v_request record;
+  v_keyed boolean;
 begin
   select * into v_prev from attempts where id = p_key.attempt_id;
   v_changed := v_prev.id is not null
@@ -50,7 +51,7 @@ begin
   if v_key.attempt_id is distinct from p_key.attempt_id then
     select * into v_prev from attempts where id = v_key.attempt_id;
   end if;
-  select state into v_op_state from operations where id = v_op for update;
+  select state, idempotency_header is not null into v_op_state, v_keyed from operations where id = v_op for update;
 
   if v_rec is not null then
     v_obs := eg_observe(p, v_op);
@@ -88,7 +89,10 @@ begin
       'reason', 'retry_budget_exhausted', 'operationId', v_op);
   end if;
 
-  if v_rule = 'honored' and not v_changed then
+  -- Honored idempotency lets the retry go only when the unknown attempts carried the key: an
+  -- operation made in shadow mode (migration 0010) was sent without one, so the destination could
+  -- not deduplicate a keyed retry against it; that retry needs a person, as for any other tool.
+  if v_rule = 'honored' and not v_changed and v_keyed then
     v_decision := 'destination_idempotency_honored';
   else
     -- An approval is of that very retry (DESIGN.md §3): of the attempt it was asked about, which

@@ -84,7 +84,7 @@ describe('policy examples', () => {
       [13, 'examples[0].expect.first'],
     ]);
     expect(issues[2]!.message).toContain(
-      'expected one of allow, duplicate, pending, hold, halted, block, pass',
+      'expected one of allow, duplicate, pending, hold, halted, block, would_duplicate, would_pending, would_hold, would_halted, would_block, pass',
     );
   });
 

@@ -15,6 +15,10 @@ import { type Kysely, type Migration, sql } from 'kysely';
  *   the verdict names (the gate did not own it: no reservation, no Idempotency-Key), but it is an
  *   effect the destination may have done, so the trail shows it beside that decision. A decision
  *   without a row was sent and the gate stopped before recording what came back.
+ * - run_key_skips.shadow_skips: the loop breaker's count of would_duplicate answers, kept apart
+ *   from `skips` (what a run was TOLD): a run that got the destination's 201 in shadow was never
+ *   told its effect was done, so when its tool enforces, its first duplicate is a 409, not a halt
+ *   (eg_skip.sql).
  *
  * Schema only; the functions are in src/store/functions/. Never edit once applied.
  */
@@ -27,6 +31,7 @@ const STATEMENTS: readonly string[] = [
   // "N duplicate effects would have been skipped" per tool (Store.countShadowVerdicts): only the
   // shadow rows, which a gate in enforce mode never writes.
   `create index decisions_would_idx on decisions (tool_id, verdict, created_at) where verdict like 'would\\_%'`,
+  'alter table run_key_skips add column shadow_skips int not null default 0',
   `create table shadow_dispatches (
     decision_id text primary key,
     operation_id text,
