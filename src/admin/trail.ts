@@ -377,12 +377,14 @@ export function shadowSummary(e: Pick<DecisionEntry, 'verdict' | 'shadow_dispatc
   if (!e.verdict.startsWith('would_')) return null;
   const would = WOULD[e.verdict] ?? `answered ${e.verdict.slice('would_'.length)}`;
   const d = e.shadow_dispatch;
+  // No row: the gate stopped between this decision and its record (it may have stopped before the
+  // send itself), or the store never took it: say what is known, no more.
+  if (d === null)
+    return `shadow mode: enforce mode would have ${would}; to be sent anyway, but no record of what came back (the gate stopped before recording it, possibly before sending it, or the store could not take it)`;
   const sent =
-    d === null
-      ? 'what came back was not recorded (the gate stopped mid-call, or the store could not take it)'
-      : d.dispatch_state === 'response_received'
-        ? `HTTP ${d.status ?? '?'}${d.duration_ms === null ? '' : ` in ${Math.round(d.duration_ms)} ms`}`
-        : `${d.dispatch_state}${d.error === null ? '' : `: ${d.error}`}`;
+    d.dispatch_state === 'response_received'
+      ? `HTTP ${d.status ?? '?'}${d.duration_ms === null ? '' : ` in ${Math.round(d.duration_ms)} ms`}`
+      : `${d.dispatch_state}${d.error === null ? '' : `: ${d.error}`}`;
   return `shadow mode: enforce mode would have ${would}; sent anyway, ${sent}`;
 }
 
