@@ -17,7 +17,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import { EffectgateError } from '../errors.js';
 import { checkScopePart, type ScopeConfig } from './gate-config.js';
-import { parseSafeYaml, type YamlIssue } from './safe-yaml.js';
+import { nodePosition, parseSafeYaml, type YamlIssue, yamlIssuesError } from './safe-yaml.js';
 
 /** An agents file is a short list; anything bigger is a mistake or an attack on the parser. */
 export const MAX_AGENTS_FILE_BYTES = 256 * 1024;
@@ -68,10 +68,7 @@ export async function loadAgentsFile(file: string): Promise<AgentRegistry> {
 export function parseAgentsFile(file: string, text: string): AgentRegistry {
   const issues: YamlIssue[] = [];
   const fail = (): never => {
-    throw new EffectgateError(
-      'EG_ERR_CONFIG_INVALID',
-      issues.map((i) => `${file}:${i.line}:${i.column}: ${i.field}: ${i.message}`).join('\n'),
-    );
+    throw yamlIssuesError(file, issues);
   };
   const yaml = parseSafeYaml(text, {
     maxBytes: MAX_AGENTS_FILE_BYTES,
@@ -83,11 +80,7 @@ export function parseAgentsFile(file: string, text: string): AgentRegistry {
     return fail();
   }
   const { doc, lines } = yaml;
-  const at = (node: Node | null | undefined): { line: number; column: number } => {
-    const offset = node?.range?.[0] ?? 0;
-    const pos = lines.linePos(offset);
-    return { line: pos.line, column: pos.col };
-  };
+  const at = nodePosition(lines);
   const issue = (node: Node | null | undefined, field: string, message: string): void => {
     issues.push({ ...at(node), field, message });
   };

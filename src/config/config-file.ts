@@ -18,7 +18,7 @@ import { isMap, isScalar, isSeq, type Node } from 'yaml';
 import { EffectgateError } from '../errors.js';
 import { hasUrlPassword } from './mask-secret.js';
 import { envName, type SettingSpec, type SettingTable } from './proxy-settings.js';
-import { parseSafeYaml, type YamlIssue } from './safe-yaml.js';
+import { nodePosition, parseSafeYaml, type YamlIssue, yamlIssuesError } from './safe-yaml.js';
 import { suggestField } from './suggest-field.js';
 
 /** A config file is a page of settings; anything bigger is a mistake or an attack on the parser. */
@@ -58,10 +58,7 @@ export async function loadConfigFile(file: string, table: SettingTable): Promise
 export function parseConfigFile(file: string, text: string, table: SettingTable): ConfigFile {
   const issues: YamlIssue[] = [];
   const fail = (): never => {
-    throw new EffectgateError(
-      'EG_ERR_CONFIG_INVALID',
-      issues.map((i) => `${file}:${i.line}:${i.column}: ${i.field}: ${i.message}`).join('\n'),
-    );
+    throw yamlIssuesError(file, issues);
   };
   const yaml = parseSafeYaml(text, {
     maxBytes: MAX_CONFIG_FILE_BYTES,
@@ -73,10 +70,7 @@ export function parseConfigFile(file: string, text: string, table: SettingTable)
     return fail();
   }
   const { doc, lines } = yaml;
-  const at = (node: Node | null | undefined): { line: number; column: number } => {
-    const pos = lines.linePos(node?.range?.[0] ?? 0);
-    return { line: pos.line, column: pos.col };
-  };
+  const at = nodePosition(lines);
   const values = new Map<string, FileValue>();
   const root = doc.contents;
   // An empty file (or one of comments only) sets nothing.

@@ -1,4 +1,5 @@
-import { type Document, LineCounter, parseDocument, type YAMLError } from 'yaml';
+import { type Document, LineCounter, type Node, parseDocument, type YAMLError } from 'yaml';
+import { EffectgateError } from '../errors.js';
 
 /** A problem found while reading a configuration file as YAML, located for `file:line:column`. */
 export interface YamlIssue {
@@ -75,4 +76,23 @@ export function parseSafeYaml(text: string, limits: SafeYamlLimits): SafeYaml {
     };
   }
   return { ok: true, doc, lines };
+}
+
+/** Every issue of one configuration file as one refusal, a `file:line:column: field: message` line each. */
+export function yamlIssuesError(file: string, issues: readonly YamlIssue[]): EffectgateError {
+  return new EffectgateError(
+    'EG_ERR_CONFIG_INVALID',
+    issues.map((i) => `${file}:${i.line}:${i.column}: ${i.field}: ${i.message}`).join('\n'),
+  );
+}
+
+/** Where a node of a parsed file starts, as `YamlIssue` locates it (the file's start when none). */
+export function nodePosition(lines: LineCounter): (node: Node | null | undefined) => {
+  line: number;
+  column: number;
+} {
+  return (node) => {
+    const pos = lines.linePos(node?.range?.[0] ?? 0);
+    return { line: pos.line, column: pos.col };
+  };
 }
