@@ -52,7 +52,7 @@ export const ERROR_CODES = {
   EG_ERR_MIGRATION_FAILED: {
     status: 500,
     type: 'migration_failed',
-    summary: 'A store migration failed; the store was left at the last good migration.',
+    summary: 'A store migration failed; its run rolled back whole, so the store keeps its previous schema.',
   },
   EG_ERR_AUDIT_CHAIN_BROKEN: {
     status: 500,
