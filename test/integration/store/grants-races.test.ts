@@ -90,14 +90,19 @@ for (const target of storeTargets()) {
               revokedFirst = true;
               return r;
             });
-          await sleep(300);
+          // Until the revoke holds the grant row and waits on the chain head: a fixed sleep let a
+          // loaded machine (CI, two cores) start the retry before the revoke had locked anything.
+          await lockWaiters(locker, 1);
           // The granted run proposes the retry meanwhile; it reads the grant as active.
           let decidedAfterRevoke = false;
+          let retryDone = false;
           const retryP = sibling.decide(reserve(batch, key)).then((r) => {
             decidedAfterRevoke = revokedFirst;
+            retryDone = true;
             return r;
           });
-          await sleep(300);
+          // The retry waits too, on the grant row the revoke holds (or it has already returned).
+          await lockWaiters(locker, 2, () => decidedAfterRevoke || retryDone);
           await locker.query('commit');
           const revoked = await revoke;
           const retry = await retryP;
@@ -178,4 +183,22 @@ for (const target of storeTargets()) {
       }
     });
   });
+}
+
+/**
+ * Waits (bounded) until `n` backends of this database wait on a lock, or `done()` says the awaited
+ * call finished without waiting. Ordering a race by what PostgreSQL reports, not by sleeps.
+ */
+async function lockWaiters(client: pg.Client, n: number, done: () => boolean = () => false): Promise<void> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    // The client may be inside its own transaction, which caches what pg_stat_activity shows.
+    await client.query('select pg_stat_clear_snapshot()');
+    const { rows } = await client.query<{ n: string }>(
+      "select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+    );
+    if (Number(rows[0]?.n) >= n || done()) return;
+    if (Date.now() > until) throw new Error(`fewer than ${n} lock waiters after 10 s`);
+    await sleep(20);
+  }
 }
