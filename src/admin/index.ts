@@ -48,6 +48,7 @@ export {
   type ObservationEntry,
   type OperationReport,
   responseSummary,
+  shadowDispatchEntry,
   shadowSummary,
   type Trail,
   type TrailEntry,

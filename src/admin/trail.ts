@@ -245,15 +245,7 @@ function decisionEntry(d: DecisionRecord): DecisionEntry {
     attempt_id: d.attemptId,
     explain: d.explain,
     source_operation_id: d.verdict === 'duplicate' || d.verdict === 'would_duplicate' ? d.operationId : null,
-    shadow_dispatch:
-      d.shadowDispatch === null
-        ? null
-        : {
-            dispatch_state: d.shadowDispatch.dispatchState,
-            status: d.shadowDispatch.status,
-            duration_ms: d.shadowDispatch.durationMs,
-            error: d.shadowDispatch.error,
-          },
+    shadow_dispatch: shadowDispatchEntry(d),
   };
 }
 
@@ -367,6 +359,13 @@ function approvalEntries(a: ApprovalRecord): ApprovalEntry[] {
   if (a.usedAt !== null) out.push(entry(a.usedAt, 'used', null, null, a.usedByAttemptId));
   if (a.state === 'expired' && a.expiresAt !== null) out.push(entry(a.expiresAt, 'expired', null, null));
   return out;
+}
+
+/** A decision's shadow dispatch as the trail shows it (`null` when it has none). */
+export function shadowDispatchEntry(d: DecisionRecord): DecisionEntry['shadow_dispatch'] {
+  const sd = d.shadowDispatch;
+  if (sd === null) return null;
+  return { dispatch_state: sd.dispatchState, status: sd.status, duration_ms: sd.durationMs, error: sd.error };
 }
 
 /**

@@ -1,4 +1,10 @@
-import { loadOperationReport, type OperationReport, shadowSummary, type TrailEntry } from '../admin/index.js';
+import {
+  loadOperationReport,
+  type OperationReport,
+  shadowDispatchEntry,
+  shadowSummary,
+  type TrailEntry,
+} from '../admin/index.js';
 import { EffectgateError } from '../errors.js';
 import { type DecisionRecord, openInspectionStore, resolveStoreUrl, type Store } from '../store/index.js';
 import { keyText, padEnd, printable, truncate, labelled as wrap, writeJson } from './cli-text.js';
@@ -148,7 +154,7 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
     for (const l of wrap('', text, TIME)) lines.push(l);
   };
   switch (e.type) {
-    case 'decision':
+    case 'decision': {
       head(
         `decision  ${paint('bold', e.verdict)}${e.reason ? ` (${p(e.reason)})` : ''}  run ${p(e.run_id)}${e.step ? ` step ${p(e.step)}` : ''}`,
       );
@@ -156,12 +162,14 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
         more(
           `skipped as a duplicate of ${e.source_operation_id === self ? 'this operation' : p(e.source_operation_id)}`,
         );
-      if (shadowSummary(e) !== null) {
-        more(paint('yellow', p(shadowSummary(e))));
+      const shadow = shadowSummary(e);
+      if (shadow !== null) {
+        more(paint('yellow', p(shadow)));
         if (e.source_operation_id !== null && e.source_operation_id !== self)
           more(`earlier operation ${p(e.source_operation_id)}`);
       }
       break;
+    }
     case 'attempt': {
       head(
         `attempt #${e.number}  ${paint(e.dispatch_state === 'response_received' ? 'green' : 'yellow', p(e.dispatch_state ?? 'in flight'))}  ${p(e.destination.method)} ${p(e.destination.host)} ${p(e.destination.path)}`,
@@ -259,18 +267,7 @@ function runLine(d: DecisionRecord, paint: Paint): string[] {
         ? `duplicate of operation ${d.operationId}`
         : `operation ${d.operationId}${d.reason ? ` (${printable(d.reason)})` : ''}`;
   if (target !== null) lines.push(...wrap('', target, TIME));
-  const shadow = shadowSummary({
-    verdict: d.verdict,
-    shadow_dispatch:
-      d.shadowDispatch === null
-        ? null
-        : {
-            dispatch_state: d.shadowDispatch.dispatchState,
-            status: d.shadowDispatch.status,
-            duration_ms: d.shadowDispatch.durationMs,
-            error: d.shadowDispatch.error,
-          },
-  });
+  const shadow = shadowSummary({ verdict: d.verdict, shadow_dispatch: shadowDispatchEntry(d) });
   if (shadow !== null) lines.push(...wrap('', paint('yellow', shadow), TIME));
   return lines;
 }

@@ -57,7 +57,7 @@ import type {
   UpstreamSender,
 } from './types.js';
 import { unknownRuleOf, unknownRules } from './unknown-rule.js';
-import { blockFacts, factsForDecision, unclassifiedFacts } from './verdict-facts.js';
+import { factsForDecision, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
 
 /** Minimal structured logger; the CLI passes a JSON-lines one, tests none. */
@@ -605,10 +605,7 @@ export class Gate implements GateHandler {
   ): Promise<GateResponse> {
     const { tool, common } = p;
     const verdict = shadowVerdictOf(result.verdict);
-    const facts =
-      result.verdict === 'block'
-        ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
-        : factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips);
+    const facts = factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips);
     const sendStarted = performance.now();
     const sent = await trace.dispatch(
       toUpstream(request, null, undefined, tool.verdict.protocol === 'jsonrpc'),
@@ -744,10 +741,7 @@ export class Gate implements GateHandler {
     reconciliation: ReconciliationResult | null,
     g: PolicyGeneration,
   ): GateResponse {
-    const facts =
-      result.verdict === 'block'
-        ? blockFacts(tool, result.decisionId, result.reason, result.operationId)
-        : factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, g.ctx.maxDuplicateSkips);
+    const facts = factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, g.ctx.maxDuplicateSkips);
     this.#o.logger.info(
       {
         verdict: result.verdict,
