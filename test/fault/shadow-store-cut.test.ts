@@ -7,9 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGate, type Gate } from '../../src/engine/index.js';
-import type { GateRequest, GateResponse } from '../../src/engine/types.js';
 import { parsePolicyFiles } from '../../src/policy/index.js';
 import { createUpstreamClient, type UpstreamClient } from '../../src/proxy/index.js';
+import { effectPost, headerOf } from '../helpers/ledger-requests.js';
 import { openTestStore, storeTargets, type TestStore } from '../helpers/store.js';
 import { type LedgerDestination, startLedgerDestination } from './ledger-destination.js';
 import { startTcpRelay, type TcpRelay } from './tcp-relay.js';
@@ -27,25 +27,6 @@ tools:
 `,
   },
 ]);
-
-function post(dest: LedgerDestination, order: string, run: string): GateRequest {
-  return {
-    scheme: 'http',
-    method: 'POST',
-    host: '127.0.0.1',
-    port: dest.port,
-    path: '/tickets/effects',
-    query: '',
-    headers: { 'content-type': 'application/json' },
-    body: new TextEncoder().encode(JSON.stringify({ order, amount: 5 })),
-    context: { run, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
-  };
-}
-
-function header(res: GateResponse, name: string): string | undefined {
-  const v = res.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -84,9 +65,11 @@ for (const target of storeTargets()) {
       });
 
       it('a shadow dispatch whose record hit a store outage is recorded once the store is back, before a clean stop ends', async () => {
-        expect((await gate.handle(post(dest, 'o-cut', 'run-cut'), client.send)).status).toBe(201);
+        expect((await gate.handle(effectPost(dest, 'tickets', 'o-cut', 'run-cut'), client.send)).status).toBe(
+          201,
+        );
         dest.plan('o-cut', { behaviour: 'hold' });
-        const answer = gate.handle(post(dest, 'o-cut', 'run-cut'), client.send);
+        const answer = gate.handle(effectPost(dest, 'tickets', 'o-cut', 'run-cut'), client.send);
         await dest.arrival('o-cut'); // the allow's, already answered
         const arrived = await dest.arrival('o-cut');
         const trapped = relay.trigger({
@@ -98,7 +81,7 @@ for (const target of storeTargets()) {
         await trapped;
         const res = await answer;
         expect(res.status).toBe(201);
-        expect(header(res, 'effectgate-verdict')).toBe('would_duplicate');
+        expect(headerOf(res, 'effectgate-verdict')).toBe('would_duplicate');
         await sleep(500);
         relay.up();
         // The store is back for a while before the clean stop: time enough for any retry.

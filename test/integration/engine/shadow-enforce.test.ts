@@ -7,10 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGate, type Gate } from '../../../src/engine/index.js';
-import type { GateRequest, GateResponse } from '../../../src/engine/types.js';
 import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
 import { type LedgerDestination, startLedgerDestination } from '../../fault/ledger-destination.js';
+import { effectPost, headerOf } from '../../helpers/ledger-requests.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 
 const policyText = (mode: string): string => `
@@ -31,25 +31,6 @@ tools:
 `;
 
 const scope = { tenant: 'acme', area: 'billing', agent: 'review-bot' };
-
-function post(dest: LedgerDestination, collection: string, order: string, run: string): GateRequest {
-  return {
-    scheme: 'http',
-    method: 'POST',
-    host: '127.0.0.1',
-    port: dest.port,
-    path: `/${collection}/effects`,
-    query: '',
-    headers: { 'content-type': 'application/json' },
-    body: new TextEncoder().encode(JSON.stringify({ order, amount: 5 })),
-    context: { run, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
-  };
-}
-
-function header(res: GateResponse, name: string): string | undefined {
-  const v = res.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 
 for (const target of storeTargets()) {
   describe(`what shadow leaves for enforce (${target.name})`, () => {
@@ -90,7 +71,7 @@ for (const target of storeTargets()) {
     it('an unknown outcome made in shadow (sent without Idempotency-Key) is never retried "honored" in enforce: no second effect', async () => {
       const g = await gate();
       dest.plan('o-honored', { behaviour: 'commit-and-drop' });
-      const lost = await g.handle(post(dest, 'charges', 'o-honored', 'run-h'), client.send);
+      const lost = await g.handle(effectPost(dest, 'charges', 'o-honored', 'run-h'), client.send);
       expect(lost.status).toBe(502);
       // The effect happened once, without the key the retry will carry.
       expect(
@@ -100,7 +81,7 @@ for (const target of storeTargets()) {
           .map((e) => e.idempotencyKey),
       ).toEqual([null]);
       await toEnforce(g);
-      const retry = await g.handle(post(dest, 'charges', 'o-honored', 'run-h'), client.send);
+      const retry = await g.handle(effectPost(dest, 'charges', 'o-honored', 'run-h'), client.send);
       // Enforce mode must not claim the destination's idempotency covers an attempt that never
       // carried the key: hold (or reconcile), never an allow that performs the charge again.
       // It is held for a person (428), as a tool without honored idempotency would be.
@@ -114,15 +95,15 @@ for (const target of storeTargets()) {
       const g = await gate();
       const verdicts: (string | undefined)[] = [];
       for (let i = 0; i < 3; i++) {
-        const res = await g.handle(post(dest, 'tickets', 'o-skips', 'run-s'), client.send);
-        verdicts.push(header(res, 'effectgate-verdict'));
+        const res = await g.handle(effectPost(dest, 'tickets', 'o-skips', 'run-s'), client.send);
+        verdicts.push(headerOf(res, 'effectgate-verdict'));
       }
       expect(verdicts).toEqual(['allow', 'would_duplicate', 'would_duplicate']);
       await toEnforce(g);
-      const first = await g.handle(post(dest, 'tickets', 'o-skips', 'run-s'), client.send);
+      const first = await g.handle(effectPost(dest, 'tickets', 'o-skips', 'run-s'), client.send);
       // The run was never told once that the effect is done (it got 201s): enforce's loop breaker
       // ("a run told N times") must start from its first real 409.
-      expect(header(first, 'effectgate-verdict')).toBe('duplicate');
+      expect(headerOf(first, 'effectgate-verdict')).toBe('duplicate');
       expect((await store.listRuns({ halted: true })).map((r) => r.id)).not.toContain('run-s');
     });
   });

@@ -8,12 +8,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGate, type Gate } from '../../../src/engine/index.js';
-import type { GateRequest, GateResponse } from '../../../src/engine/types.js';
 import { parsePolicyFiles } from '../../../src/policy/index.js';
 import { createUpstreamClient, type UpstreamClient } from '../../../src/proxy/index.js';
 import { verifyStoreChain } from '../../../src/store/index.js';
 import type { DecisionRecord } from '../../../src/store/types.js';
 import { type LedgerDestination, startLedgerDestination } from '../../fault/ledger-destination.js';
+import { effectPost, headerOf } from '../../helpers/ledger-requests.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 
 const policyText = (mode: string): string => `
@@ -39,25 +39,6 @@ tools:
 `;
 
 const scope = { tenant: 'acme', area: 'billing', agent: 'shadow-bot' };
-
-function post(dest: LedgerDestination, collection: string, order: string, run: string): GateRequest {
-  return {
-    scheme: 'http',
-    method: 'POST',
-    host: '127.0.0.1',
-    port: dest.port,
-    path: `/${collection}/effects`,
-    query: '',
-    headers: { 'content-type': 'application/json' },
-    body: new TextEncoder().encode(JSON.stringify({ order, amount: 5 })),
-    context: { run, step: null, operation: null, worker: null, agentVersion: null, retryReason: null },
-  };
-}
-
-function header(res: GateResponse, name: string): string | undefined {
-  const v = res.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 
 for (const target of storeTargets()) {
   describe(`shadow mode (${target.name})`, () => {
@@ -102,15 +83,15 @@ for (const target of storeTargets()) {
 
     it('a duplicate is recorded as would_duplicate and sent anyway, as written; the trail shows both effects', async () => {
       const g = await gate('shadow');
-      const first = await g.handle(post(dest, 'charges', 'o-dup', 'run-dup'), client.send);
-      const second = await g.handle(post(dest, 'charges', 'o-dup', 'run-dup'), client.send);
+      const first = await g.handle(effectPost(dest, 'charges', 'o-dup', 'run-dup'), client.send);
+      const second = await g.handle(effectPost(dest, 'charges', 'o-dup', 'run-dup'), client.send);
       // The agent reads the destination's own answers both times, never a 409.
       expect([first.status, second.status]).toEqual([201, 201]);
-      expect(header(first, 'effectgate-verdict')).toBe('allow');
-      expect(header(first, 'effectgate-mode')).toBe('shadow');
-      expect(header(second, 'effectgate-verdict')).toBe('would_duplicate');
-      expect(header(second, 'effectgate-operation')).toBe(header(first, 'effectgate-operation'));
-      expect(header(second, 'effectgate-warning')).toBeUndefined();
+      expect(headerOf(first, 'effectgate-verdict')).toBe('allow');
+      expect(headerOf(first, 'effectgate-mode')).toBe('shadow');
+      expect(headerOf(second, 'effectgate-verdict')).toBe('would_duplicate');
+      expect(headerOf(second, 'effectgate-operation')).toBe(headerOf(first, 'effectgate-operation'));
+      expect(headerOf(second, 'effectgate-warning')).toBeUndefined();
       // No Idempotency-Key injected: the destination did the effect twice, as it would without a gate.
       expect(
         dest
@@ -154,7 +135,9 @@ for (const target of storeTargets()) {
       const g = await gate('shadow');
       const statuses: number[] = [];
       for (let i = 0; i < 5; i++)
-        statuses.push((await g.handle(post(dest, 'tickets', 'o-loop', 'run-loop'), client.send)).status);
+        statuses.push(
+          (await g.handle(effectPost(dest, 'tickets', 'o-loop', 'run-loop'), client.send)).status,
+        );
       expect(statuses).toEqual([201, 201, 201, 201, 201]);
       expect(effectsOf('o-loop')).toBe(5);
       const verdicts = (await decisionsOf('run-loop')).map((d) => d.verdict);
@@ -176,11 +159,11 @@ for (const target of storeTargets()) {
     it('an unknown outcome is would_hold: sent anyway, and no approval card asks about a retry that already happened', async () => {
       const g = await gate('shadow');
       dest.plan('o-unknown', { behaviour: 'commit-and-drop' });
-      const lost = await g.handle(post(dest, 'tickets', 'o-unknown', 'run-unknown'), client.send);
+      const lost = await g.handle(effectPost(dest, 'tickets', 'o-unknown', 'run-unknown'), client.send);
       expect(lost.status).toBe(502);
-      const retry = await g.handle(post(dest, 'tickets', 'o-unknown', 'run-unknown'), client.send);
+      const retry = await g.handle(effectPost(dest, 'tickets', 'o-unknown', 'run-unknown'), client.send);
       expect(retry.status).toBe(201);
-      expect(header(retry, 'effectgate-verdict')).toBe('would_hold');
+      expect(headerOf(retry, 'effectgate-verdict')).toBe('would_hold');
       expect(effectsOf('o-unknown')).toBe(2);
       const decisions = await decisionsOf('run-unknown');
       expect(decisions.map((d) => d.verdict)).toEqual(['allow', 'would_hold']);
@@ -193,14 +176,14 @@ for (const target of storeTargets()) {
     it('a concurrent proposal is would_pending and is not held back to wait on the reservation', async () => {
       const g = await gate('shadow');
       dest.plan('o-pending', { behaviour: 'hold' });
-      const first = g.handle(post(dest, 'charges', 'o-pending', 'run-pending'), client.send);
+      const first = g.handle(effectPost(dest, 'charges', 'o-pending', 'run-pending'), client.send);
       const arrived = await dest.arrival('o-pending');
       const startedAt = performance.now();
-      const second = await g.handle(post(dest, 'charges', 'o-pending', 'run-pending'), client.send);
+      const second = await g.handle(effectPost(dest, 'charges', 'o-pending', 'run-pending'), client.send);
       // The tool waits up to 2 s in enforce mode; shadow sends at once (the first is still held).
       expect(performance.now() - startedAt).toBeLessThan(1_500);
       expect(second.status).toBe(201);
-      expect(header(second, 'effectgate-verdict')).toBe('would_pending');
+      expect(headerOf(second, 'effectgate-verdict')).toBe('would_pending');
       arrived.release();
       expect((await first).status).toBe(201);
       expect(effectsOf('o-pending')).toBe(2);
@@ -212,50 +195,50 @@ for (const target of storeTargets()) {
 
     it('a tool in shadow keeps its history when it moves to enforce: the effect made in shadow is a duplicate now', async () => {
       const shadowTool = await gate('enforce', 'mode: shadow');
-      await shadowTool.handle(post(dest, 'charges', 'o-move', 'run-move-1'), client.send);
+      await shadowTool.handle(effectPost(dest, 'charges', 'o-move', 'run-move-1'), client.send);
       expect(
-        header(
-          await shadowTool.handle(post(dest, 'charges', 'o-move', 'run-move-1'), client.send),
+        headerOf(
+          await shadowTool.handle(effectPost(dest, 'charges', 'o-move', 'run-move-1'), client.send),
           'effectgate-verdict',
         ),
       ).toBe('would_duplicate');
       await shadowTool.close();
       const enforcing = await gate('enforce');
-      const res = await enforcing.handle(post(dest, 'charges', 'o-move', 'run-move-2'), client.send);
+      const res = await enforcing.handle(effectPost(dest, 'charges', 'o-move', 'run-move-2'), client.send);
       expect(res.status).toBe(409);
-      expect(header(res, 'effectgate-verdict')).toBe('duplicate');
+      expect(headerOf(res, 'effectgate-verdict')).toBe('duplicate');
       // Nothing more was sent: the two effects of the shadow period, no third.
       expect(effectsOf('o-move')).toBe(2);
     });
 
     it("a reload that drops a tool's mode: shadow enforces from the next request on", async () => {
       const g = await gate('enforce', 'mode: shadow');
-      await g.handle(post(dest, 'charges', 'o-reload', 'run-reload'), client.send);
-      const shadowed = await g.handle(post(dest, 'charges', 'o-reload', 'run-reload'), client.send);
-      expect(header(shadowed, 'effectgate-verdict')).toBe('would_duplicate');
+      await g.handle(effectPost(dest, 'charges', 'o-reload', 'run-reload'), client.send);
+      const shadowed = await g.handle(effectPost(dest, 'charges', 'o-reload', 'run-reload'), client.send);
+      expect(headerOf(shadowed, 'effectgate-verdict')).toBe('would_duplicate');
       await g.reload(parsePolicyFiles([{ file: 'shadow.yaml', text: policyText('') }]));
-      const enforced = await g.handle(post(dest, 'charges', 'o-reload', 'run-reload'), client.send);
+      const enforced = await g.handle(effectPost(dest, 'charges', 'o-reload', 'run-reload'), client.send);
       expect(enforced.status).toBe(409);
       expect(effectsOf('o-reload')).toBe(2);
     });
 
     it('per tool: a shadow tool beside an enforced one in an enforcing gate', async () => {
       const g = await gate('enforce', 'mode: shadow');
-      await g.handle(post(dest, 'tickets', 'o-mixed', 'run-mixed'), client.send);
-      const enforced = await g.handle(post(dest, 'tickets', 'o-mixed', 'run-mixed'), client.send);
+      await g.handle(effectPost(dest, 'tickets', 'o-mixed', 'run-mixed'), client.send);
+      const enforced = await g.handle(effectPost(dest, 'tickets', 'o-mixed', 'run-mixed'), client.send);
       expect(enforced.status).toBe(409);
       expect(effectsOf('o-mixed')).toBe(1);
-      await g.handle(post(dest, 'charges', 'o-mixed', 'run-mixed'), client.send);
-      const shadowed = await g.handle(post(dest, 'charges', 'o-mixed', 'run-mixed'), client.send);
+      await g.handle(effectPost(dest, 'charges', 'o-mixed', 'run-mixed'), client.send);
+      const shadowed = await g.handle(effectPost(dest, 'charges', 'o-mixed', 'run-mixed'), client.send);
       expect(shadowed.status).toBe(201);
-      expect(header(shadowed, 'effectgate-verdict')).toBe('would_duplicate');
+      expect(headerOf(shadowed, 'effectgate-verdict')).toBe('would_duplicate');
     });
 
     it('a policy block is would_block: the request the key could not be built for still goes out', async () => {
       const g = await gate('shadow');
-      const res = await g.handle(post(dest, 'refunds', 'o-block', 'run-block'), client.send);
+      const res = await g.handle(effectPost(dest, 'refunds', 'o-block', 'run-block'), client.send);
       expect(res.status).toBe(201);
-      expect(header(res, 'effectgate-verdict')).toBe('would_block');
+      expect(headerOf(res, 'effectgate-verdict')).toBe('would_block');
       expect(effectsOf('o-block')).toBe(1);
       const [decision] = await decisionsOf('run-block');
       expect(decision?.verdict).toBe('would_block');
@@ -279,9 +262,9 @@ for (const target of storeTargets()) {
 
     it('a request sent anyway is recorded before the agent gets its answer; close() waits for it', async () => {
       const g = await gate('shadow');
-      await g.handle(post(dest, 'tickets', 'o-stop', 'run-stop'), client.send);
+      await g.handle(effectPost(dest, 'tickets', 'o-stop', 'run-stop'), client.send);
       dest.plan('o-stop', { behaviour: 'ok', delayMs: 300 });
-      const inFlight = g.handle(post(dest, 'tickets', 'o-stop', 'run-stop'), client.send);
+      const inFlight = g.handle(effectPost(dest, 'tickets', 'o-stop', 'run-stop'), client.send);
       await dest.arrival('o-stop');
       await dest.arrival('o-stop');
       const report = await g.close();
