@@ -42,7 +42,7 @@ export const PROXY_SETTINGS = {
   listen: { type: 'string', default: '127.0.0.1:8080' },
   admin: { type: 'string', otherwise: 'none: no admin API, no /metrics' },
   policies: { type: 'string', default: 'policies', path: true },
-  watch: { type: 'boolean', default: false, otherwise: 'off: policies reload on SIGHUP only' },
+  watch: { type: 'boolean', default: false },
   mode: { type: 'string', default: 'enforce' },
   store: {
     type: 'string',
