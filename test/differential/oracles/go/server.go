@@ -19,12 +19,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -121,6 +123,17 @@ func readBody(rt *route, r *http.Request) any {
 }
 
 func main() {
+	removeSelf := flag.Bool("remove-self", false, "unlink this executable and its (then empty) directory (run.sh builds into a fresh one)")
+	flag.Parse()
+	if *removeSelf {
+		// Linux keeps running a binary whose file is gone, so nothing is left behind however the
+		// server is stopped.
+		if exe, err := os.Executable(); err == nil {
+			_ = os.Remove(exe)
+			_ = os.Remove(filepath.Dir(exe))
+		}
+	}
+
 	port := os.Getenv("ORACLE_PORT")
 	routesFile := os.Getenv("ORACLE_ROUTES")
 	if port == "" || routesFile == "" {
