@@ -218,6 +218,9 @@ async function serveSocket(
   const storeDir = store.kind === 'pglite' ? embeddedStoreDir(storeUrl) : null;
   if (storeDir === null) return null;
   return serveStoreSocket(store, storeDir, { instanceId: gate.instanceId }).catch((err: unknown) => {
+    // A store directory no socket address can name (socket-path.ts): the gate refuses to start
+    // rather than run with commands that could only say "locked".
+    if (err instanceof EffectgateError && err.code === 'EG_ERR_CONFIG_INVALID') throw err;
     logger.warn({ err: String(err) }, 'no store socket: commands cannot inspect this store while it runs');
     return null;
   });

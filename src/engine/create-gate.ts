@@ -235,7 +235,12 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     // work beside an in-process agent (issue 14 item 7). A passed-in store is the caller's to serve.
     const socketDir = opened ? embeddedStoreDir(storeUrl) : null;
     if (socketDir !== null && options.storeSocket !== false) {
-      const socket = await serveStoreSocket(store, socketDir, { instanceId }).catch((err: unknown) => {
+      const socket = await serveStoreSocket(store, socketDir, { instanceId }).catch(async (err: unknown) => {
+        // A store directory no socket address can name (socket-path.ts): refuse, as the proxy does.
+        if (err instanceof EffectgateError && err.code === 'EG_ERR_CONFIG_INVALID') {
+          await gate.close().catch(() => undefined);
+          throw err;
+        }
         logger.warn(
           { err: String(err) },
           'no store socket: commands cannot inspect this store while it runs',

@@ -1,5 +1,11 @@
 import { StoreError } from '../errors.js';
-import type { OperationState, OutcomeInput, ShadowDispatchInput, Store } from '../store/index.js';
+import {
+  isTransientSqlstate,
+  type OperationState,
+  type OutcomeInput,
+  type ShadowDispatchInput,
+  type Store,
+} from '../store/index.js';
 import type { GateLogger } from './gate.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
 
@@ -47,7 +53,8 @@ export interface OutboxStats {
 /**
  * Outcomes the store could not take yet (DESIGN.md §4.1: "a gate that could not record an outcome
  * keeps trying while it runs"). The first write is the request's own (the second store round trip
- * of an allow); when it fails with a store outage the outcome waits here and is written again with
+ * of an allow); when it fails with a store outage or a transient refusal (a lock wait past
+ * lock_timeout: STORE_SQLSTATES) the outcome waits here and is written again with
  * exponential backoff, oldest first, while the gate runs. `eg_record_outcome` is idempotent for an
  * attempt that already has this outcome, so a write whose commit was lost with its connection is
  * safely written again.
@@ -302,18 +309,18 @@ function queueId(entry: Deferred): string {
 }
 
 /**
- * A store outage (connection refused, reset, timeout, server shutting down) is worth retrying; an
- * error the database raised about the data itself (PL/pgSQL `raise`, a constraint, bad input) is
- * not. The driver error is the StoreError's cause.
+ * A store outage (connection refused, reset, timeout, server shutting down) or a transient
+ * refusal (a lock wait past lock_timeout, a deadlock victim) is worth retrying; an error the
+ * database raised about the data itself (PL/pgSQL `raise`, a constraint, bad input) is not. Which
+ * SQLSTATE is which is STORE_SQLSTATES' call, in one place; an error without one (a cut connection,
+ * the driver's read timeout) is an outage. The driver error is the StoreError's cause.
  */
 export function isRetryable(err: unknown): boolean {
   if (!(err instanceof StoreError)) return false;
   const cause = err.cause ?? err;
   const code = (cause as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  // SQLSTATE classes: 08 connection, 53 resources, 57 operator intervention (shutdown), 58 system,
-  // 40 rollback (serialization, deadlock): all transient. Everything else is the data's fault.
-  return /^(08|53|57|58|40)/.test(code);
+  return isTransientSqlstate(code);
 }
 
 function messageOf(err: unknown): string {

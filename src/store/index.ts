@@ -29,6 +29,12 @@ export {
   type StoreSocketServer,
   serveStoreSocket,
 } from './store-socket.js';
+export {
+  isTransientSqlstate,
+  type SqlstateRule,
+  STORE_SQLSTATES,
+  sqlstateRule,
+} from './store-sqlstates.js';
 export type * from './types.js';
 export { uuidv7 } from './uuidv7.js';
 export {

@@ -66,7 +66,7 @@ export async function openInspectionStore(url: string): Promise<Store> {
     if (dir === null || !hasStoreSocket(dir)) {
       throw new EffectgateError(
         'EG_ERR_STORE_LOCKED',
-        `${err.message} It serves no store socket (${join(dir ?? '.', STORE_SOCKET)}) to inspect through yet: a gate serves it once it listens.`,
+        `${err.message} It serves no store socket (${join(dir ?? '.', STORE_SOCKET)}) to inspect through: a gate serves it once it listens, and one that could not says why in its log ("no store socket").`,
         { cause: err },
       );
     }

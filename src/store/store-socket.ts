@@ -2,6 +2,7 @@ import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { EffectgateError, ERROR_CODES, type ErrorCode, StoreError } from '../errors.js';
+import { type SocketPath, socketPath } from './socket-path.js';
 import type { Store } from './types.js';
 
 /*
@@ -11,7 +12,8 @@ import type { Store } from './types.js';
  * finds the directory locked talks to that socket instead of failing with "database locked".
  *
  * Access control is the file system: the socket is created 0600 by the gate's user, in the
- * store's own directory; whoever may read the database files may use it, nobody else. Only the
+ * store's own directory, however long its path (socket-path.ts); whoever may read the database
+ * files may use it, nobody else. Only the
  * methods below are served: reads, approvals, observations and recovery; never the hot path (`decide`,
  * `recordOutcome`), so a command can only do what the operator commands could do anyway; nor
  * retention's removal (`pruneChain` alone would remove events no archive holds): `audit prune` on
@@ -57,35 +59,45 @@ export interface StoreSocketServer {
 }
 
 /**
- * Serves `store` on `<dir>/gate.sock` (mode 0600). The caller holds the directory lock, so a
- * socket file already there is a dead gate's leftover and is replaced.
+ * Serves `store` on `<dir>/gate.sock` (mode 0600), whatever the length of `dir` (socket-path.ts).
+ * The caller holds the directory lock, so a socket file already there is a dead gate's leftover
+ * and is replaced. A socket that cannot be served is closed before the refusal: a server left
+ * listening would keep the process alive after its gate stopped.
  */
 export async function serveStoreSocket(
   store: Store,
   dir: string,
   options: { readonly instanceId: string },
 ): Promise<StoreSocketServer> {
-  const path = join(dir, STORE_SOCKET);
-  if (existsSync(path)) unlinkSync(path);
+  const where = socketPath(dir, STORE_SOCKET);
+  const { path } = where;
   const server = createServer((req, res) => {
     handle(store, options.instanceId, req, res).catch(() => {
       if (!res.headersSent) reply(res, 500, { error: { code: null, message: 'store socket failure' } });
       else res.destroy();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(path, () => resolve());
-  });
-  chmodSync(path, 0o600);
-  return {
-    path,
-    close: () =>
-      new Promise((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const close = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }).finally(() => where.release());
+  try {
+    if (existsSync(path)) unlinkSync(path);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(where.address, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    chmodSync(path, 0o600);
+  } catch (err) {
+    if (server.listening) await close();
+    else where.release();
+    throw err;
+  }
+  return { path, close };
 }
 
 async function handle(
@@ -155,9 +167,16 @@ export function connectStoreSocket(dir: string): Store {
   const call = (method: ServedMethod, args: unknown[]): Promise<unknown> =>
     new Promise((resolve, reject) => {
       const body = JSON.stringify({ method, args });
+      let where: SocketPath;
+      try {
+        where = socketPath(dir, STORE_SOCKET);
+      } catch (err) {
+        reject(err);
+        return;
+      }
       const req = httpRequest(
         {
-          socketPath: path,
+          socketPath: where.address,
           method: 'POST',
           path: '/rpc',
           headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
@@ -188,6 +207,9 @@ export function connectStoreSocket(dir: string): Store {
           res.on('error', (err) => reject(new StoreError('store socket: answer lost', { cause: err })));
         },
       );
+      // A short name of a long path holds a directory handle only until the connection is made.
+      req.on('socket', (socket) => socket.once('connect', () => where.release()));
+      req.on('close', () => where.release());
       req.on('error', (err) =>
         reject(
           new StoreError(`the gate serving ${dir} did not answer on ${path}: ${err.message}`, { cause: err }),

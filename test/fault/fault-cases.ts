@@ -88,6 +88,15 @@ export const FAULT_CASES: readonly FaultCase[] = [
     stores: ['postgres'],
     notOn: RELAY_ONLY,
   },
+  {
+    id: 'outcome-lock-timeout',
+    fault:
+      "recordOutcome meets a lock held past its lock_timeout (55P03, as behind a migration's CREATE INDEX)",
+    promise:
+      'the agent gets the 201; the outbox writes the outcome again and it lands once the lock is gone; the next proposal is 409 duplicate',
+    stores: ['postgres'],
+    notOn: 'PGlite has one connection: no other transaction can hold a lock against the gate',
+  },
   ...[50, 100, 250].map(
     (ms): FaultCase => ({
       id: `flapping-${ms}ms`,

@@ -2,7 +2,7 @@
  * The embedded store's socket: a gate holding a `pglite:DIR` store serves it on DIR/gate.sock, so
  * inspection and approval commands work while the gate runs (DESIGN.md §4.4), without the hot path.
  */
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ import {
   serveStoreSocket,
   uuidv7,
 } from '../../../src/store/index.js';
+import { MAX_SOCKET_PATH_BYTES } from '../../../src/store/socket-path.js';
 import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
 
 describe('store socket of an embedded store', () => {
@@ -103,3 +104,42 @@ describe('store socket of an embedded store', () => {
     await store.ping();
   });
 });
+
+describe.skipIf(process.platform !== 'linux')(
+  'store socket of an embedded store under a long path (linux)',
+  () => {
+    it('is served in the store directory itself, reached from a command, and removed at close without a handle left open', async () => {
+      const base = mkdtempSync(join(tmpdir(), 'eg-socket-long-'));
+      const dir = join(base, 'd'.repeat(100));
+      /** This process's open handles on the store directory itself (not on the files in it). */
+      const handlesOnDir = (): number =>
+        readdirSync('/proc/self/fd').filter((fd) => {
+          try {
+            return readlinkSync(`/proc/self/fd/${fd}`) === dir;
+          } catch {
+            return false; // closed meanwhile (the readdir's own handle)
+          }
+        }).length;
+      const store = await openStore({ url: `pglite:${dir}` });
+      try {
+        expect(Buffer.byteLength(join(dir, 'gate.sock'))).toBeGreaterThan(MAX_SOCKET_PATH_BYTES);
+        const server = await serveStoreSocket(store, dir, { instanceId: 'serving-gate' });
+        expect(server.path).toBe(join(dir, 'gate.sock'));
+        const st = statSync(server.path);
+        expect(st.isSocket()).toBe(true);
+        expect(st.mode & 0o777).toBe(0o600);
+        // Nothing bound at a path cut short to fit.
+        expect(readdirSync(base)).toEqual(['d'.repeat(100)]);
+        const remote = connectStoreSocket(dir);
+        await remote.ping();
+        expect(await remote.countOperations()).toEqual({});
+        await server.close();
+        expect(existsSync(server.path)).toBe(false);
+        expect(handlesOnDir()).toBe(0);
+      } finally {
+        await store.close();
+        rmSync(base, { recursive: true, force: true });
+      }
+    });
+  },
+);
