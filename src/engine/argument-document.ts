@@ -1,5 +1,7 @@
 import { ArgumentRefusal } from './argument-refusal.js';
+import { bodyLabel } from './body-label.js';
 import { BODY_LIMITS, type BodyLimits, scanJson } from './json-scan.js';
+import { multipartFields } from './multipart-fields.js';
 import type { GateRequest } from './types.js';
 
 /**
@@ -31,11 +33,6 @@ export function parseQuery(raw: string): Record<string, string | string[]> {
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** True when `contentType` says the body is a form, which the gate then reads like a query. */
-export function isFormBody(contentType: string | undefined): boolean {
-  return contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') === true;
-}
-
 /** The request's first Content-Type value. */
 export function contentTypeOf(request: Pick<GateRequest, 'headers'>): string | undefined {
   const ct = request.headers['content-type'];
@@ -43,14 +40,19 @@ export function contentTypeOf(request: Pick<GateRequest, 'headers'>): string | u
 }
 
 /**
- * Parses a governed body. JSON is tried whatever the Content-Type says (agents mislabel bodies);
- * `application/x-www-form-urlencoded` becomes an object like a query. Anything else is
- * `undefined`: a key path into it is then absent, which the tool's `on_missing` rule decides.
+ * Parses a governed body by its label (`body-label.ts`): `application/json` as JSON,
+ * `application/x-www-form-urlencoded` as an object like a query, `multipart/form-data` as an
+ * object of its fields (`multipart-fields.ts`), as the frameworks that read them do. JSON bytes
+ * under any other label (or none, or a form's) are refused: some destinations read them as JSON,
+ * others not at all, so the gate cannot tell which arguments the call carries. Other bytes under
+ * other labels are `undefined`: a key path into them is then absent, which the tool's
+ * `on_missing` rule decides.
  *
  * A linear scan runs first (`json-scan.ts`), so a body past `limits` costs no JSON.parse, and
  * everything after it (canonical JSON, JSONPath, clones) only ever sees bounded shapes.
  *
- * @throws {ArgumentRefusal} for a body past `limits`, or a JSON body with a duplicate member name.
+ * @throws {ArgumentRefusal} for a body past `limits`, a JSON body with a duplicate member name, or
+ *   a body whose label and bytes disagree.
  */
 export function parseBody(
   body: Uint8Array,
@@ -64,12 +66,25 @@ export function parseBody(
   } catch {
     return undefined;
   }
-  if (isFormBody(contentType)) {
+  const label = bodyLabel(contentType);
+  if (label === 'multipart') {
+    const parsed = multipartFields(body, contentType!, limits.maxNodes);
+    if (!parsed.ok) throw ArgumentRefusal.unreadable(`multipart/form-data: ${parsed.problem}`);
+    return parsed.fields;
+  }
+  const scan = scanJson(text, limits);
+  const looksJson = scan.kind !== 'not_json' && /^\s*[[{]/.test(text);
+  if (label === 'form') {
+    // JSON bytes labelled as a form: Express, Django and Rails read form fields (one odd name, no
+    // `title`), Go handlers that decode whatever comes read the JSON. Two readings of one call:
+    // refused, never keyed on one while a destination acts on the other.
+    if (looksJson) throw ArgumentRefusal.labelDisagrees(contentType);
     if (fieldCountExceeds(text, limits.maxNodes)) throw ArgumentRefusal.tooManyNodes(limits);
     return parseQuery(text);
   }
-  const scan = scanJson(text, limits);
   if (scan.kind === 'not_json') return undefined;
+  // JSON bytes under a label some frameworks do not read as JSON (`body-label.ts`).
+  if (label !== 'json' && looksJson) throw ArgumentRefusal.labelDisagrees(contentType);
   if (scan.kind === 'too_deep') throw ArgumentRefusal.tooDeep(scan.path, limits);
   if (scan.kind === 'too_many_nodes') throw ArgumentRefusal.tooManyNodes(limits);
   let parsed: unknown;
@@ -98,9 +113,17 @@ export function buildArgumentDocument(
   params: Readonly<Record<string, string>>,
   limits: BodyLimits = BODY_LIMITS,
 ): ArgumentDocument {
+  const contentType = contentTypeOf(request);
+  // PHP fills $_POST from a multipart body for POST only: Laravel acts on a PUT without its fields,
+  // while Rails, Express and Go read them.
+  if (request.method !== 'POST' && request.body.byteLength > 0 && bodyLabel(contentType) === 'multipart') {
+    throw ArgumentRefusal.unreadable(
+      `multipart/form-data on a ${request.method}: some servers read multipart fields of POST requests only`,
+    );
+  }
   return {
     path: params,
     query: parseQuery(request.query),
-    body: parseBody(request.body, contentTypeOf(request), limits),
+    body: parseBody(request.body, contentType, limits),
   };
 }

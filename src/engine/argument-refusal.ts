@@ -1,8 +1,21 @@
-import { EffectgateError } from '../errors.js';
+import { EffectgateError, type ErrorCode } from '../errors.js';
 import type { BodyLimits } from './json-scan.js';
 
 /** The transport problem a refusal is answered with (status and title: `problem-response.ts`). */
-export type ArgumentProblem = 'arguments_ambiguous' | 'body_too_complex' | 'headers_disagree';
+export type ArgumentProblem =
+  | 'arguments_ambiguous'
+  | 'body_too_complex'
+  | 'headers_disagree'
+  | 'body_unreadable'
+  | 'ambiguous_route';
+
+const CODES: Readonly<Record<ArgumentProblem, ErrorCode>> = {
+  arguments_ambiguous: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
+  headers_disagree: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
+  body_too_complex: 'EG_ERR_BODY_TOO_COMPLEX',
+  body_unreadable: 'EG_ERR_BODY_UNREADABLE',
+  ambiguous_route: 'EG_ERR_AMBIGUOUS_ROUTE',
+};
 
 /**
  * Arguments the gate refuses to read, before any store round trip and with nothing sent: the
@@ -15,7 +28,7 @@ export class ArgumentRefusal extends EffectgateError {
   readonly path: string | null;
 
   private constructor(problem: ArgumentProblem, path: string | null, detail: string) {
-    super(problem === 'body_too_complex' ? 'EG_ERR_BODY_TOO_COMPLEX' : 'EG_ERR_ARGUMENTS_AMBIGUOUS', detail);
+    super(CODES[problem], detail);
     this.name = 'ArgumentRefusal';
     this.problem = problem;
     this.path = path;
@@ -30,6 +43,18 @@ export class ArgumentRefusal extends EffectgateError {
       'arguments_ambiguous',
       path,
       `The JSON body gives the member ${path} more than once (member names that differ only in letter case count as the same name: some servers match them so). Parsers disagree on which one counts (the first or the last), so the gate could key this call on one value while the destination acts on the other. Send each member once. Nothing was sent.`,
+    );
+  }
+
+  /**
+   * A key path that finds its member only when names are compared without letter case
+   * (`{"Title": …}` for `$.body.title`): a case-insensitive binder acts on it, the gate would not.
+   */
+  static foldedMember(keyPath: string, toolId: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'arguments_ambiguous',
+      keyPath,
+      `The key path ${keyPath} of tool ${toolId} finds its member only if member names are read without letter case, as some servers read them (Go's encoding/json, for one). The gate cannot key a call on an argument it reads differently from the destination. Spell the member as the API does. Nothing was sent.`,
     );
   }
 
@@ -71,6 +96,38 @@ export class ArgumentRefusal extends EffectgateError {
       'headers_disagree',
       path,
       `The ${header} header says ${JSON.stringify(headerValue)} but the JSON-RPC body has ${JSON.stringify(bodyValue ?? null)} at ${path}. MCP requires the two to agree; the gate cannot tell which call this is. Send the header the body implies. Nothing was sent.`,
+    );
+  }
+
+  /** A governed body whose bytes the gate cannot read one way only (`what` says why). */
+  static unreadable(what: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'body_unreadable',
+      null,
+      `The gate cannot read this body one way only (${what}), and servers read such bodies differently. Send a plain application/json body, or a plain form. Nothing was sent.`,
+    );
+  }
+
+  /** JSON bytes under a label (or none) that some servers do not read as JSON (`body-label.ts`). */
+  static labelDisagrees(contentType: string | undefined): ArgumentRefusal {
+    const label =
+      contentType === undefined ? 'has no Content-Type' : `is labelled ${JSON.stringify(contentType)}`;
+    return new ArgumentRefusal(
+      'body_unreadable',
+      null,
+      `The body is JSON but ${label}. Some servers read such a body as JSON, others as a form or not at all, so the gate cannot tell which arguments this call carries. Send it with Content-Type: application/json (curl: --json, or -H 'content-type: application/json'). Nothing was sent.`,
+    );
+  }
+
+  /**
+   * A request a server may route to more than one governed route, or to a governed route under
+   * a reading the gate cannot key (`what` says which readings disagree).
+   */
+  static ambiguousRoute(what: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'ambiguous_route',
+      null,
+      `Servers may route this request differently (${what}), so the gate cannot tell which effect it asks for. Send one method and the route's canonical spelling. Nothing was sent.`,
     );
   }
 

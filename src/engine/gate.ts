@@ -13,6 +13,7 @@ import {
   type Store,
   uuidv7,
 } from '../store/index.js';
+import { ArgumentRefusal } from './argument-refusal.js';
 import {
   dispatchDeadlineMs,
   dispatchFailureFacts,
@@ -29,7 +30,7 @@ import type { DecisionTrace, GateTracer } from './gate-tracing.js';
 import { type GenerationState, GenerationSwitch, type ReloadReport } from './generation-switch.js';
 import type { ResolveGovernedHosts } from './governed-addresses.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
-import { UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
+import { normalizeHost, UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
 import { isRetryable, type OutboxResult, type OutcomeOutbox } from './outcome-outbox.js';
 import type { PolicyGeneration } from './policy-generation.js';
 import {
@@ -236,7 +237,16 @@ export class Gate implements GateHandler {
     // to) and the effective method, or when a form body may name the method (`_method`).
     // A near miss of a governed route (or a strict match whose captures a lenient server reads
     // otherwise) is refused, not let out ungoverned or keyed on the wrong value (DESIGN.md §4.1).
+    // A name on a port where some tool names a host by address: classified once its addresses
+    // are known (`handle()` waits for them), never before.
+    if (g.named.pending(head.host, head.port)) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     const route = g.routes.classify(head);
+    if (route.conflict !== null) {
+      return {
+        kind: 'refuse',
+        response: transportProblem('ambiguous_route', ArgumentRefusal.ambiguousRoute(route.conflict).message),
+      };
+    }
     const near = g.routes.nearMiss(head, route);
     if (near !== null) {
       return { kind: 'refuse', response: ambiguousRouteResponse(near.tool.id, near.explain()) };
@@ -252,6 +262,17 @@ export class Gate implements GateHandler {
     // judged against the tool's unknown operations after it is delivered.
     if (g.readBacks.toolsFor(head).length > 0) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
     return { kind: 'pass' };
+  }
+
+  /**
+   * What must be known before `route()` can answer for a tunnel to `host:port`: the addresses of a
+   * name on a port where some tool names a host by address (a CONNECT cannot be buffered and
+   * decided later as a request can).
+   */
+  prepare(host: string, port: number): Promise<void> | null {
+    const g = this.#generations.current;
+    const canonical = normalizeHost(host);
+    return g.named.pending(canonical, port) ? g.named.resolve(canonical) : null;
   }
 
   refuse(_head: GateRequestHead | null, problem: TransportProblem, detail: string): GateResponse {
@@ -288,6 +309,7 @@ export class Gate implements GateHandler {
         `Effectgate-Retry-Reason must be one of ${RETRY_REASONS.join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
       );
     }
+    if (g.named.pending(request.host, request.port)) await g.named.resolve(request.host);
     let proposed: Proposed;
     try {
       proposed = await this.#propose(request, g);

@@ -42,7 +42,7 @@ export {
   upstreamFailedResponse,
 } from './problem-response.js';
 export { type ReconcileLookupInput, reconcileLookup } from './reconcile-lookup.js';
-export { buildSemanticKey, type SemanticKey } from './semantic-key.js';
+export { buildSemanticKey, conflateScalars, type SemanticKey } from './semantic-key.js';
 export { isTlsVerificationFailure, tlsVerificationAdvice } from './tls-verification.js';
 export {
   type BatchSetting,

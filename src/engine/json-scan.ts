@@ -1,3 +1,5 @@
+import { foldName } from '../policy/index.js';
+
 /**
  * Limits on the shape of a governed JSON body, checked by one linear scan before anything costly
  * runs over it (JSON.parse, canonical JSON, JSONPath, structured clones): those are synchronous on
@@ -186,9 +188,10 @@ function readName(text: string, at: number, frame: Frame): number {
     }
   }
   frame.at = name;
-  // Compared without letter case: Go's encoding/json (and other case-insensitive binders) take
-  // `title` and `Title` for one field, so they are as ambiguous as an exact repeat (issue 10 review).
-  const folded = name.toLowerCase();
+  // Compared without letter case, Unicode folding included: Go's encoding/json (and other
+  // case-insensitive binders) take `title`, `Title` and `ſtatus`/`status` for one field, so they are
+  // as ambiguous as an exact repeat (`foldName`).
+  const folded = foldName(name);
   if (frame.names === null) frame.names = new Set([folded]);
   else if (frame.names.has(folded)) frame.repeated = true;
   else frame.names.add(folded);

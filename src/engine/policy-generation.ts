@@ -14,6 +14,7 @@ import { canonicalJson, sha256Ref } from './canonical-json.js';
 import type { GateLogger } from './gate.js';
 import { GovernedAddresses, governedLookup, type ResolveGovernedHosts } from './governed-addresses.js';
 import type { BodyLimits } from './json-scan.js';
+import { NamedAddresses } from './named-addresses.js';
 import type { ProposalContext } from './proposal.js';
 import { ProposalPool } from './proposal-pool.js';
 import { ReadBacks } from './read-back.js';
@@ -46,6 +47,8 @@ export class PolicyGeneration {
   readonly classifier: Classifier;
   /** Addresses of the host names tools govern, resolved in the background (never per request). */
   readonly addresses: GovernedAddresses;
+  /** Addresses of request host names, looked up on demand when some tool names a host by address. */
+  readonly named: NamedAddresses;
   /** Classification under every spelling: canonical host, resolved name, method override. */
   readonly routes: RouteClassifier;
   readonly readBacks: ReadBacks;
@@ -72,7 +75,20 @@ export class PolicyGeneration {
           'a governed host name does not resolve',
         ),
     });
-    this.routes = new RouteClassifier(this.classifier, this.addresses);
+    this.named = new NamedAddresses({
+      addressesGovernedOn: this.classifier.addressesGovernedOn,
+      mode: settings.resolveGovernedHosts,
+    });
+    const named = this.named;
+    const addresses = this.addresses;
+    // One reading of "the governed hosts this host also is": an address's governed names, or a
+    // name's governed addresses.
+    this.routes = new RouteClassifier(this.classifier, {
+      namesFor: (host) => {
+        const byAddress = addresses.namesFor(host);
+        return byAddress.length > 0 ? byAddress : named.addressesOf(host);
+      },
+    });
     this.readBacks = new ReadBacks(policies.tools);
     this.ctx = Object.freeze({
       classifier: this.classifier,

@@ -89,9 +89,13 @@ export function destinationRefusedResponse(reason: string): GateResponse {
  * let an effect out ungoverned; governing it would key a request the gate cannot be sure of.
  */
 export function ambiguousRouteResponse(toolId: string, explain: string): GateResponse {
+  // A strict match whose captures a lenient server reads otherwise is not a miss: say which it is.
+  const what = explain.endsWith('captures read differently')
+    ? `This request matches tool ${toolId}, but a server may read its path captures otherwise (${explain}), and the tool's key reads them`
+    : `This request matches no tool as written, but a server may read it as tool ${toolId} (${explain})`;
   return codedProblem('EG_ERR_AMBIGUOUS_ROUTE', {
     title: 'Ambiguous spelling of a governed route',
-    detail: `This request matches no tool as written, but a server may read it as tool ${toolId} (${explain}). Nothing was sent. Send the route's canonical spelling.`,
+    detail: `${what}. Nothing was sent. Send the route's canonical spelling.`,
     extra: { tool: toolId },
   });
 }
@@ -114,6 +118,7 @@ export const TRANSPORT_PROBLEMS = {
   },
   body_too_complex: { code: 'EG_ERR_BODY_TOO_COMPLEX', title: 'Request body too complex' },
   body_unreadable: { code: 'EG_ERR_BODY_UNREADABLE', title: 'Request body unreadable' },
+  ambiguous_route: { code: 'EG_ERR_AMBIGUOUS_ROUTE', title: 'Ambiguous spelling of a governed route' },
   destination_refused: { code: 'EG_ERR_DESTINATION_REFUSED', title: 'Destination refused' },
   // A body-analysis worker failed (crashed, or past its memory limit): nothing was sent.
   analysis_failed: {

@@ -2,6 +2,7 @@ import type { Classification, Classifier, Tool } from '../policy/index.js';
 import type { BlockInput, DedupeKeyInput, Scope } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
+import { keyPathReachedByFolding } from './folded-reading.js';
 import type { BodyLimits } from './json-scan.js';
 import { refuseDisagreeingMcpHeaders } from './mcp-routing-headers.js';
 import type { TRANSPORT_PROBLEMS } from './problem-response.js';
@@ -82,6 +83,8 @@ export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
 function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   const args0 = buildArgumentDocument(request, {}, ctx.bodyLimits);
   const route = ctx.routes.classify(request, args0.body);
+  // A body's `_method` may send a server to another governed route than the head does.
+  if (route.conflict !== null) throw ArgumentRefusal.ambiguousRoute(route.conflict);
   if (route.candidates.length > 0) {
     try {
       refuseDisagreeingMcpHeaders(request, args0.body);
@@ -120,7 +123,7 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
       host: request.host,
       port: request.port,
       path: redactedPath(request.path, tool, chosen.params),
-      route: routeFact(tool, route, request.method),
+      route: routeFact(tool, route, request.method, request.host),
       fingerprint: requestFingerprint(request, tool, args),
       authorityRef: authorityRef(request.headers, ctx.authorityKey),
     },
@@ -129,6 +132,11 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   if (tool.dedupe === null)
     return proposal({ tool, args, rpcId, common, key: null, keyError: null, block: false });
   const k = buildSemanticKey(tool, scope, args, ctx.authorityKey);
+  if (!k.ok && k.reason === 'key_path_missing') {
+    // Refused whatever on_missing says: the destination may read the argument the gate missed.
+    const folded = keyPathReachedByFolding(args, k.paths);
+    if (folded !== null) throw ArgumentRefusal.foldedMember(folded, tool.id);
+  }
   if (k.ok) {
     const key = {
       hash: k.hash,
@@ -185,11 +193,11 @@ function unclassified(request: GateRequest, body: unknown, candidates: readonly 
 }
 
 /** The tool's route, plus how this request reached it when it was not by its plain spelling. */
-function routeFact(tool: Tool, route: HeadRoute, sentMethod: string): string {
+function routeFact(tool: Tool, route: HeadRoute, sentMethod: string, host: string): string {
   const notes: string[] = [];
   if (route.override !== null)
     notes.push(`sent as ${sentMethod} with ${route.override.source}: ${route.method}`);
-  if (route.resolvedHost !== null) notes.push(`addressed by IP, classified as ${route.resolvedHost}`);
+  if (route.resolvedHost !== null) notes.push(`addressed as ${host}, classified as ${route.resolvedHost}`);
   const explain = tool.match.explain();
   return notes.length === 0 ? explain : `${explain} (${notes.join('; ')})`;
 }

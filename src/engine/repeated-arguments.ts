@@ -1,6 +1,7 @@
-import type { CompiledPath, Tool } from '../policy/index.js';
-import { type ArgumentDocument, contentTypeOf, isFormBody, parseQuery } from './argument-document.js';
+import { type CompiledPath, foldName, type Tool } from '../policy/index.js';
+import { type ArgumentDocument, contentTypeOf, parseQuery } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
+import { bodyLabel } from './body-label.js';
 import { appendStep } from './json-scan.js';
 import type { GateRequest } from './types.js';
 
@@ -24,7 +25,8 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
   // `;` separates parameters too for some servers (Rack 2, Python before 3.9.2, Go before 1.17):
   // `?order=new;order=42` is one `order` to the gate and a repeat to them.
   if (request.query.includes(';')) semicolonReadings(request.query, args.query, query, markers);
-  const body = isFormBody(contentTypeOf(request)) ? probe(args.body, '$.body', markers) : {};
+  const label = bodyLabel(contentTypeOf(request));
+  const body = label === 'form' || label === 'multipart' ? probe(args.body, '$.body', markers) : {};
   // Repeats are rare: most requests pass without evaluating anything.
   if (markers.size > 0) {
     const hit = firstMarked(paths, { path: {}, query, body }, markers);
@@ -115,9 +117,9 @@ function namesInBoth(query: unknown, body: unknown): string[] {
   if (Array.isArray(body)) return [];
   const queryNames = Object.keys(query);
   if (queryNames.length === 0) return [];
-  const bodyNames = new Map(Object.keys(body).map((n) => [n.toLowerCase(), n] as const));
+  const bodyNames = new Set(Object.keys(body).map(foldName));
   const out: string[] = [];
-  for (const name of queryNames) if (bodyNames.has(name.toLowerCase())) out.push(name);
+  for (const name of queryNames) if (bodyNames.has(foldName(name))) out.push(name);
   return out;
 }
 

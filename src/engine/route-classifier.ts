@@ -33,6 +33,12 @@ export interface HeadRoute {
   readonly override: MethodOverride | null;
   /** The governed host name the request was classified as, when it was addressed by one of its IPs. */
   readonly resolvedHost: string | null;
+  /**
+   * Set when servers may route the request to different governed routes (an override names one
+   * tool, the sent method or another override another): the gate cannot tell which effect it is,
+   * and refuses it. `candidates` is then empty.
+   */
+  readonly conflict: string | null;
 }
 
 /**
@@ -67,13 +73,22 @@ export class RouteClassifier {
     const overrides = methodOverrides(head, body);
     for (const host of hosts) {
       const resolvedHost = host === head.host ? null : host;
+      const sent = this.#classifier.candidates(host === head.host ? head : { ...head, host });
+      // Servers disagree on overrides (Rails and Laravel honour `_method` and the headers, in
+      // opposite orders; Django, Flask and Go honour none), so every method the request may be
+      // dispatched as is a reading. One governed route among them: that is the tool. Two: refused.
+      let chosen: HeadRoute | null =
+        sent.length > 0
+          ? { candidates: sent, method: head.method, override: null, resolvedHost, conflict: null }
+          : null;
       for (const override of overrides) {
-        if (override.method === head.method) continue;
+        if (override.method === head.method || override.method === chosen?.method) continue;
         const candidates = this.#classifier.candidates({ ...head, host, method: override.method });
-        if (candidates.length > 0) return { candidates, method: override.method, override, resolvedHost };
+        if (candidates.length === 0) continue;
+        if (chosen !== null) return conflicting(head, chosen, override);
+        chosen = { candidates, method: override.method, override, resolvedHost, conflict: null };
       }
-      const candidates = this.#classifier.candidates(host === head.host ? head : { ...head, host });
-      if (candidates.length > 0) return { candidates, method: head.method, override: null, resolvedHost };
+      if (chosen !== null) return chosen;
     }
     return ungoverned(head);
   }
@@ -102,11 +117,12 @@ export class RouteClassifier {
   }
 
   /**
-   * Whether the body must be read to classify a head that matched nothing: a form body may carry
-   * `_method`, and a tool on this very path governs some method.
+   * Whether the body must be read to classify a head that matched nothing: a body may carry
+   * `_method` (a form or multipart field to Rails, also a JSON member to Laravel), and a tool on
+   * this very path governs some method.
    */
   needsBody(head: GateRequestHead): boolean {
-    if (!isForm(head.headers)) return false;
+    if (!hasBody(head.headers)) return false;
     for (const host of this.#hosts(head.host, head.port)) {
       if (this.#classifier.governsPath({ host, port: head.port, path: head.path })) return true;
     }
@@ -126,7 +142,19 @@ export class RouteClassifier {
 const NO_HOSTS: readonly string[] = Object.freeze([]);
 
 function ungoverned(head: GateRequestHead): HeadRoute {
-  return { candidates: NONE, method: head.method, override: null, resolvedHost: null };
+  return { candidates: NONE, method: head.method, override: null, resolvedHost: null, conflict: null };
+}
+
+function conflicting(head: GateRequestHead, first: HeadRoute, second: MethodOverride): HeadRoute {
+  const one = `${first.override === null ? 'as sent' : `with ${first.override.source}`}: ${first.method} ${first.candidates[0]!.tool.id}`;
+  const two = `with ${second.source}: ${second.method}`;
+  return {
+    candidates: NONE,
+    method: head.method,
+    override: null,
+    resolvedHost: null,
+    conflict: `${one}; ${two}, another governed route`,
+  };
 }
 
 /** Every override the request carries, headers first, then `?_method`, then a form's `_method`. */
@@ -140,7 +168,8 @@ function methodOverrides(head: GateRequestHead, body: unknown): MethodOverride[]
   if (head.query.includes(METHOD_PARAM)) {
     for (const v of new URLSearchParams(head.query).getAll(METHOD_PARAM)) push(out, v, `?${METHOD_PARAM}`);
   }
-  if (body !== null && typeof body === 'object' && isForm(head.headers)) {
+  // A form or multipart field to Rails (Rack::MethodOverride), also a JSON member to Laravel.
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
     const v = (body as Record<string, unknown>)[METHOD_PARAM];
     for (const item of Array.isArray(v) ? v : [v]) {
       if (typeof item === 'string') push(out, item, `body ${METHOD_PARAM}`);
@@ -155,8 +184,14 @@ function push(out: MethodOverride[], raw: string, source: string): void {
   if (TOKEN.test(method)) out.push({ method, source });
 }
 
-function isForm(headers: HeaderMap): boolean {
-  const ct = headers['content-type'];
-  const first = Array.isArray(ct) ? ct[0] : ct;
-  return first?.toLowerCase().startsWith('application/x-www-form-urlencoded') === true;
+/**
+ * Whether the head announces a body: a length above zero, a transfer coding, or (no length said,
+ * as an in-process client's head may be) a Content-Type.
+ */
+function hasBody(headers: HeaderMap): boolean {
+  if (headers['transfer-encoding'] !== undefined) return true;
+  const length = headers['content-length'];
+  const first = Array.isArray(length) ? length[0] : length;
+  if (first === undefined) return headers['content-type'] !== undefined;
+  return first.trim() !== '0';
 }

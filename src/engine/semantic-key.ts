@@ -100,10 +100,67 @@ export function buildSemanticKey(
       area: scope.area,
       agent: scope.agent,
       tool: tool.id,
-      // Raw values, as since the first release: keying them here would change every hash of a tool
-      // that keys on a redacted path, and a confirmed key would stop being recognised on upgrade.
-      key: values,
+      // Raw values (not keyed): keying them here would change every hash of a tool that keys on a
+      // redacted path, and a confirmed key would stop being recognised on upgrade. Conflated by
+      // default (`conflateScalars`): a key of strings hashes as it always did.
+      key: dedupe.scalars === 'conflate' ? values.map(conflateScalars) : values,
     }),
   );
   return { ok: true, hash, values: stored };
+}
+
+/** A JSON number's text as a key: the shortest round-trip spelling (`100.0`, `1e2` → `100`). */
+const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * A key value as a destination that casts its parameters reads it: every scalar becomes its text,
+ * so `100`, `"100"`, `100.0`, `"1e2"` and a form field `100` are one value, and `true` is `"true"`
+ * (Rails keeps form fields as strings and JSON numbers as numbers; Django REST framework and
+ * Express with both body parsers cast them, so one call sent twice, once as JSON and once as a
+ * form, is the same effect to them). A numeric string is read as its number only when that
+ * number is exact: an integer past 2^53 or a string JSON would not parse as a number stays text,
+ * so two distinct large ids never collide. `null`, objects and arrays keep their shape, with
+ * their scalars conflated. Policy: `dedupe.scalars` (docs/policy-reference.md).
+ */
+export function conflateScalars(value: unknown): unknown {
+  switch (typeof value) {
+    case 'number':
+      return numberText(value);
+    case 'boolean':
+      return String(value);
+    case 'string':
+      return JSON_NUMBER.test(value) ? numericStringText(value) : value;
+    case 'object': {
+      if (value === null) return null;
+      if (Array.isArray(value)) return value.map(conflateScalars);
+      const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+      for (const [k, v] of Object.entries(value)) out[k] = conflateScalars(v);
+      return out;
+    }
+    default:
+      return value;
+  }
+}
+
+function numberText(n: number): string {
+  // -0 is 0 to every parser that casts; String(-0) is already "0".
+  return String(n);
+}
+
+function numericStringText(text: string): string {
+  const n = Number(text);
+  if (!Number.isFinite(n)) return text;
+  if (Number.isInteger(n) && !Number.isSafeInteger(n)) return text;
+  // A decimal JavaScript cannot hold exactly (more digits than a double keeps) stays text: two
+  // such strings that differ only past the 17th digit are two values to a decimal field.
+  if (!Number.isInteger(n) && significantDigits(text) > 15) return text;
+  return numberText(n);
+}
+
+function significantDigits(text: string): number {
+  const mantissa = text
+    .replace(/^-/, '')
+    .replace(/[eE].*$/, '')
+    .replace('.', '');
+  return mantissa.replace(/^0+/, '').length;
 }

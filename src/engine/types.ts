@@ -132,6 +132,11 @@ export type TransportProblem = 'body_too_large' | 'bad_request' | 'proxy_auth_re
  */
 export interface GateHandler {
   route(head: GateRequestHead): RouteDecision;
+  /**
+   * Optional: what must be looked up before `route()` can answer for a tunnel to `host:port`
+   * (null when nothing). A proxy awaits it before routing a CONNECT or an SNI.
+   */
+  prepare?(host: string, port: number): Promise<void> | null;
   handle(request: GateRequest, send: UpstreamSender): Promise<GateResponse>;
   refuse(head: GateRequestHead | null, problem: TransportProblem, detail: string): GateResponse;
 }

@@ -1,5 +1,7 @@
 import type { Classification } from '../policy/index.js';
-import { contentTypeOf, isFormBody } from './argument-document.js';
+import { contentTypeOf } from './argument-document.js';
+import { bodyLabel } from './body-label.js';
+import { foldNames } from './folded-reading.js';
 import type { GateRequest } from './types.js';
 
 /**
@@ -18,8 +20,9 @@ export function unreadableBody(request: GateRequest, body: unknown): string | nu
   const encoding = request.headers['content-encoding'];
   const coding = (Array.isArray(encoding) ? encoding.join(',') : (encoding ?? '')).trim().toLowerCase();
   if (coding !== '' && coding !== 'identity') return `Content-Encoding: ${coding}`;
-  // A form body is always read (as fields); it reaches here only when no tool governs it.
-  if (isFormBody(contentTypeOf(request))) return null;
+  // A form or multipart body is always read (as fields); it reaches here only when no tool governs it.
+  const label = bodyLabel(contentTypeOf(request));
+  if (label === 'form' || label === 'multipart') return null;
   if (body === undefined) return 'not UTF-8 JSON';
   if (Array.isArray(body)) return 'a JSON array (a batch): send one call per request';
   return null;
@@ -34,13 +37,4 @@ export function foldedMatch(body: unknown, candidates: readonly Classification[]
   const folded = foldNames(body);
   for (const c of candidates) if (c.tool.match.matchesBodyFolded(folded)) return c.tool.id;
   return null;
-}
-
-/** A parsed JSON value with every member name lower-cased (the body is already shape-bounded). */
-function foldNames(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(foldNames);
-  if (value === null || typeof value !== 'object') return value;
-  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const [k, v] of Object.entries(value)) out[k.toLowerCase()] = foldNames(v);
-  return out;
 }

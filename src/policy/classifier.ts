@@ -39,6 +39,8 @@ export class Classifier {
   /** Tools whose matcher was not compiled by this module (hand-built sets): checked one by one. */
   readonly #opaque: Tool[] = [];
   readonly #rank = new Map<Tool, number>();
+  /** Per tool, the path captures its key (and reconcile lookup) reads: what a lenient reading may not change. */
+  readonly #keyed = new Map<Tool, ReadonlySet<string>>();
 
   constructor(set: PolicySet) {
     const ordered = [...set.tools.entries()].sort(
@@ -46,6 +48,7 @@ export class Classifier {
     );
     for (const [rank, [, tool]] of ordered.entries()) {
       this.#rank.set(tool, rank);
+      this.#keyed.set(tool, keyedCaptures(tool));
       const matcher = tool.match;
       if (!(matcher instanceof RouteMatcher)) {
         this.#opaque.push(tool);
@@ -127,14 +130,25 @@ export class Classifier {
    * request's host and port are looked at, so a host no tool names costs a map lookup.
    */
   lenient(input: RouteInput, only?: readonly Classification[]): LenientMatch | null {
-    let lenient: ReturnType<typeof lenientPath> | null = null;
+    let readingsOfPath: readonly ReturnType<typeof lenientPath>[] | null = null;
     let best: LenientMatch | null = null;
     for (const entry of this.#entriesOn(input.host, input.port)) {
       if (only !== undefined && !only.some((c) => c.tool === entry.tool)) continue;
       if (best !== null && (this.#rank.get(entry.tool) ?? 0) >= (this.#rank.get(best.tool) ?? 0)) continue;
-      lenient ??= lenientPath(input.path);
-      const readings = entry.matcher.matchLenient(input.method, input.path, lenient);
-      if (readings !== null) best = new LenientMatch(entry.tool, readings);
+      // With and without a format suffix dropped: a route may have a dot of its own.
+      readingsOfPath ??= [lenientPath(input.path, false), lenientPath(input.path)];
+      for (const lenient of readingsOfPath) {
+        const readings = entry.matcher.matchLenient(
+          input.method,
+          input.path,
+          lenient,
+          this.#keyed.get(entry.tool) ?? null,
+        );
+        if (readings !== null) {
+          best = new LenientMatch(entry.tool, readings);
+          break;
+        }
+      }
     }
     return best;
   }
@@ -154,6 +168,17 @@ export class Classifier {
   get exactNames(): readonly string[] {
     return [...this.#exact.keys()].filter((host) => !isIpLiteral(host));
   }
+
+  /**
+   * Whether some tool names a host by IP address on `port`: then a request to a *name* on that
+   * port must be resolved before it is classified (it may be that address under another name).
+   */
+  readonly addressesGovernedOn = (port: number): boolean => {
+    for (const [host, entries] of this.#exact) {
+      if (isIpLiteral(host) && anyEntryOnPort(entries, host, port)) return true;
+    }
+    return false;
+  };
 
   /** Whether a tool names `host` literally (an exact entry, any port). */
   namesExactly(host: string): boolean {
@@ -200,4 +225,27 @@ function collect(
 function anyHostMatches(patterns: readonly HostPattern[], host: string, port: number): boolean {
   for (const p of patterns) if (hostMatches(p, host, port)) return true;
   return false;
+}
+
+/**
+ * The path captures `tool`'s key paths and reconcile arguments read, found by evaluating them over
+ * a document whose captures are distinct markers (no JSONPath re-implemented).
+ */
+function keyedCaptures(tool: Tool): ReadonlySet<string> {
+  const markers = new Map<unknown, string>();
+  const path: Record<string, object> = {};
+  for (const name of tool.match instanceof RouteMatcher ? tool.match.path.captures : []) {
+    const marker = {};
+    markers.set(marker, name);
+    path[name] = marker;
+  }
+  const paths = [...(tool.dedupe?.key ?? []), ...(tool.reconcile?.match.map((m) => m.argument) ?? [])];
+  const out = new Set<string>();
+  for (const p of paths) {
+    for (const found of p.evaluate({ path, query: {}, body: {} })) {
+      const name = markers.get(found);
+      if (name !== undefined) out.add(name);
+    }
+  }
+  return out;
 }

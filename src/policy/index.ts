@@ -5,6 +5,7 @@ export { canonicalHost, isIpLiteral } from './canonical-host.js';
 export { Classifier } from './classifier.js';
 export { parseDuration } from './duration.js';
 export { compileEgress, DEFAULT_EGRESS, EGRESS_CLASS_RANGES } from './egress-policy.js';
+export { foldName } from './fold-name.js';
 export { formatIp, type IpAddress, IpRange, parseIp } from './ip-range.js';
 export { compileJsonPath } from './json-path.js';
 export type { LenientMatch } from './lenient-match.js';

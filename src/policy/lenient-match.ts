@@ -20,10 +20,13 @@ const SLASH_RUN = /\/{2,}/g;
  * Node and Python routers), `%2F` decoded before splitting (many proxies and frameworks),
  * `;params` dropped from segments (Servlet containers, Spring), `//` merged (nginx
  * `merge_slashes`, most routers), and dot segments resolved again when those readings produced
- * new ones. Case folding is not a rewrite of the path but of the comparison:
+ * new ones, and a format suffix dropped from the last segment (`/issues.json`, `/issues/7.json`:
+ * Rails' implicit `(.:format)`). Case folding is not a rewrite of the path but of the comparison:
  * `PathTemplate.matchFolded` does it. One trailing `/` is already ignored by strict matching.
+ * Without `formatSuffix` the last reading is left out: a dot in a route's own last segment
+ * (`/api/chat.postMessage`) is no format, and the other readings must still reach that route.
  */
-export function lenientPath(path: string): LenientPath {
+export function lenientPath(path: string, formatSuffix = true): LenientPath {
   const readings: string[] = [];
   let p = path;
   const apply = (reading: string, next: string): void => {
@@ -37,6 +40,9 @@ export function lenientPath(path: string): LenientPath {
   if (p.includes(';')) apply(';params dropped', dropParams(p));
   if (p.includes('//')) apply('// merged', p.replace(SLASH_RUN, '/'));
   if (p.includes('.')) apply('dot segments resolved', removeDots(p));
+  // Rails routes `/issues.json` and `/issues/7.json` to the `/issues` and `/issues/:id` actions
+  // (the implicit `(.:format)` segment), as Spring did with suffix patterns.
+  if (formatSuffix && p.includes('.')) apply('format suffix dropped', dropFormatSuffix(p));
   return { path: p, readings };
 }
 
@@ -58,6 +64,14 @@ export class LenientMatch {
   explain(): string {
     return `${this.tool.match.explain()}, if read with: ${this.readings.join(', ')}`;
   }
+}
+
+const FORMAT_SUFFIX = /^(\/(?:[^/]*\/)*[^/]+?)\.[A-Za-z0-9_-]+(\/?)$/;
+
+/** `/a/b.json` → `/a/b`; `/a/b.json/` → `/a/b/`. Only the last segment, and never a whole one. */
+function dropFormatSuffix(path: string): string {
+  const m = FORMAT_SUFFIX.exec(path);
+  return m === null ? path : `${m[1]}${m[2]}`;
 }
 
 function dropParams(path: string): string {

@@ -1,3 +1,4 @@
+import { foldName } from './fold-name.js';
 import { type HostPattern, hostMatches } from './host-pattern.js';
 import { compileJsonPath } from './json-path.js';
 import type { LenientPath } from './lenient-match.js';
@@ -29,7 +30,7 @@ export class RouteMatcher implements ToolMatcher {
   /** Order-independent identity of the body conditions: equal strings mean the same conditions. */
   readonly bodyKey: string;
   readonly #explain: string;
-  /** The conditions with every member name lower-cased, for `matchesBodyFolded`. */
+  /** The conditions with every member name folded (`foldName`), for `matchesBodyFolded`. */
   readonly #folded: readonly { readonly path: CompiledPath; readonly value: BodyScalar }[];
 
   constructor(
@@ -43,10 +44,10 @@ export class RouteMatcher implements ToolMatcher {
     this.path = path;
     this.bodyConditions = Object.freeze([...body]);
     this.hasBodyConditions = body.length > 0;
-    // Member names only (no script filters: evaluation is disabled), so lower-casing the whole
-    // expression lower-cases exactly its names.
+    // Member names only (no script filters: evaluation is disabled), so folding the whole
+    // expression folds exactly its names.
     this.#folded = Object.freeze(
-      body.map((c) => ({ path: compileJsonPath(c.path.expression.toLowerCase()), value: c.value })),
+      body.map((c) => ({ path: compileJsonPath(foldName(c.path.expression)), value: c.value })),
     );
     this.bodyKey = JSON.stringify(
       body.map((c): [string, BodyScalar] => [c.canonical, c.value]).sort(compareEntries),
@@ -81,15 +82,23 @@ export class RouteMatcher implements ToolMatcher {
    * path does not (`case folded` added when only a case-insensitive comparison hits), or hit it
    * with other captures than the strict path does (`/items/1;v` is `{id: "1;v"}` strictly, `1` to
    * a server that drops `;params`: a key on `id` would not see the repeat). `null` when no
-   * reading does. The classifier has already matched the host.
+   * reading does. With `keyed`, only those captures count: a capture no key path reads names the
+   * same effect either way (`/files/report.pdf` is `report` to Rails, `report.pdf` to others, and
+   * a tool keyed on the body alone does the same thing to both). The classifier has already
+   * matched the host.
    */
-  matchLenient(method: string, strictPath: string, lenient: LenientPath): readonly string[] | null {
+  matchLenient(
+    method: string,
+    strictPath: string,
+    lenient: LenientPath,
+    keyed: ReadonlySet<string> | null = null,
+  ): readonly string[] | null {
     if (method !== this.method) return null;
     const strict = this.path.match(strictPath);
     if (strict !== null) {
       if (lenient.readings.length === 0) return null;
       const loose = this.path.match(lenient.path);
-      return loose !== null && !sameParams(strict, loose)
+      return loose !== null && !sameParams(strict, loose, keyed)
         ? [...lenient.readings, 'captures read differently']
         : null;
     }
@@ -100,8 +109,8 @@ export class RouteMatcher implements ToolMatcher {
 
   /**
    * Whether the conditions hold when member names are compared without letter case: `foldedBody`
-   * is the parsed body with every member name lower-cased. A body that matches only so is one a
-   * case-insensitive binder (Go's encoding/json) reads as this tool's call (issue 10 review).
+   * is the parsed body with every member name folded (`foldName`). A body that matches only so is one a
+   * case-insensitive binder (Go's encoding/json) reads as this tool's call.
    */
   matchesBodyFolded(foldedBody: unknown): boolean {
     if (!this.hasBodyConditions || foldedBody === undefined) return false;
@@ -125,8 +134,13 @@ export class RouteMatcher implements ToolMatcher {
   }
 }
 
-function sameParams(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  for (const k in a) if (a[k] !== b[k]) return false;
+/** Equal captures, comparing only those in `keyed` when given (the ones the tool's key reads). */
+function sameParams(
+  a: Readonly<Record<string, string>>,
+  b: Readonly<Record<string, string>>,
+  keyed: ReadonlySet<string> | null,
+): boolean {
+  for (const k in a) if ((keyed === null || keyed.has(k)) && a[k] !== b[k]) return false;
   return true;
 }
 

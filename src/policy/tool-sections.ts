@@ -24,7 +24,15 @@ import type {
 // Section readers for one tool. Each records its issues on the reader and returns a fully
 // defaulted value (possibly partial after an error; compileTool drops a tool that had issues).
 
-export const DEDUPE_FIELDS = ['key', 'window', 'pending_ttl', 'wait', 'on_missing', 'on_expired'] as const;
+export const DEDUPE_FIELDS = [
+  'key',
+  'window',
+  'pending_ttl',
+  'wait',
+  'on_missing',
+  'on_expired',
+  'scalars',
+] as const;
 export const IDEMPOTENCY_FIELDS = ['header', 'honored'] as const;
 export const OUTCOME_FIELDS = [...OUTCOME_CLASSES, 'tool_error'] as const;
 export const RESPONSE_FIELDS = ['ref', 'replayed_header'] as const;
@@ -58,6 +66,7 @@ export function readDedupe(
   const wait = f.get('wait');
   const onMissing = f.get('on_missing');
   const onExpired = f.get('on_expired');
+  const scalars = f.get('scalars');
   return {
     key,
     windowMs: (window && readDuration(r, window, true, 1)) ?? null,
@@ -65,6 +74,7 @@ export function readDedupe(
     waitMs: (wait && readDuration(r, wait, false)) ?? 2_000,
     onMissing: (onMissing && r.oneOf(onMissing, ['block', 'allow'] as const)) ?? 'block',
     onExpired: (onExpired && r.oneOf(onExpired, ['unknown', 'retry'] as const)) ?? 'unknown',
+    scalars: (scalars && r.oneOf(scalars, ['conflate', 'exact'] as const)) ?? 'conflate',
   };
 }
 

@@ -102,6 +102,14 @@ export interface DedupeConfig {
    * (recorded as `retry_decision: curator_accepted_risk`).
    */
   readonly onExpired: 'unknown' | 'retry';
+  /**
+   * How key values compare. `conflate` (default): a scalar is keyed by its text, so `100`,
+   * `"100"`, `100.0`, `1e2` and a form field `100` (and `true`/`"true"`) are one value, as a
+   * destination that casts its parameters (Rails, Django REST framework, Express with both body
+   * parsers) reads them. `exact`: JSON types count (`100` and `"100"` are two keys), for a
+   * destination that is known to tell them apart.
+   */
+  readonly scalars: 'conflate' | 'exact';
 }
 
 export interface IdempotencyConfig {

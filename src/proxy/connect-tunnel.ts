@@ -188,17 +188,24 @@ export class ConnectTunnel {
           headers: req.headers,
         }),
       );
-    const decision = route(host);
-    if (decision.kind === 'refuse') {
-      writeRawResponse(client, decision.response);
-      return;
-    }
-    this.#open(
-      client,
-      head,
-      { authority: { host: normalizeHost(host), port }, decision, route },
-      { scope, peer: req.socket.remoteAddress },
-    );
+    const decide = (): void => {
+      const decision = route(host);
+      if (decision.kind === 'refuse') {
+        writeRawResponse(client, decision.response);
+        return;
+      }
+      this.#open(
+        client,
+        head,
+        { authority: { host: normalizeHost(host), port }, decision, route },
+        { scope, peer: req.socket.remoteAddress },
+      );
+    };
+    // A name the gate must resolve before it can tell whether a tool governs it (a tool names a
+    // host by address on this port): decided once the answer is in, never before.
+    const pending = this.#gate.prepare?.(host, port) ?? null;
+    if (pending === null) decide();
+    else void pending.then(decide, decide);
   }
 
   /**

@@ -159,7 +159,7 @@ describe('a governed host name is its addresses', () => {
     expect(seen('by-address')).toBe(1);
   });
 
-  it('decides CONNECT interception by host and port', () => {
+  it('decides CONNECT interception by host and port', async () => {
     const connect = (host: string, port: number): string =>
       gate.route({
         scheme: 'https',
@@ -179,9 +179,17 @@ describe('a governed host name is its addresses', () => {
         },
       }).kind;
     expect(connect('localhost', upstream.port)).toBe('govern');
-    expect(connect('localhost', upstream.port + 1)).toBe('pass');
+    // localhost is 127.0.0.1, which a plain entry governs on every port: a name that resolves to
+    // a governed address is that address.
+    expect(connect('localhost', upstream.port + 1)).toBe('govern');
+    // Another name on that port is looked up first (the proxy awaits prepare() for a CONNECT):
+    // governed until its answer is in, then by what it resolved to (here nothing).
+    expect(connect('localhost.invalid', upstream.port + 1)).toBe('govern');
+    await gate.prepare('localhost.invalid', upstream.port + 1);
+    expect(connect('localhost.invalid', upstream.port + 1)).toBe('pass');
     // A plain entry (127.0.0.1) governs every port.
     expect(connect('127.0.0.1', upstream.port + 1)).toBe('govern');
+    await gate.prepare('example.org', 443);
     expect(connect('example.org', 443)).toBe('pass');
   });
 });

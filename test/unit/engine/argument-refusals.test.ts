@@ -59,7 +59,7 @@ function check(tool: Tool, r: GateRequest): void {
 describe('parseBody refusals', () => {
   it('refuses a duplicate member with 422 arguments_ambiguous naming its path', () => {
     const err = refusal(() =>
-      parseBody(new TextEncoder().encode('{"title":"Refund 42","title":"x1"}'), undefined),
+      parseBody(new TextEncoder().encode('{"title":"Refund 42","title":"x1"}'), 'application/json'),
     );
     expect(err).toMatchObject({
       problem: 'arguments_ambiguous',
@@ -72,10 +72,10 @@ describe('parseBody refusals', () => {
 
   it('refuses member names that differ only in letter case (Go binds them as one)', () => {
     const err = refusal(() =>
-      parseBody(new TextEncoder().encode('{"title":"fresh-3","Title":"Outage"}'), undefined),
+      parseBody(new TextEncoder().encode('{"title":"fresh-3","Title":"Outage"}'), 'application/json'),
     );
     expect(err).toMatchObject({ problem: 'arguments_ambiguous', path: '$.body.Title' });
-    expect(parseBody(new TextEncoder().encode('{"title":"a","subtitle":"b"}'), undefined)).toEqual({
+    expect(parseBody(new TextEncoder().encode('{"title":"a","subtitle":"b"}'), 'application/json')).toEqual({
       title: 'a',
       subtitle: 'b',
     });
@@ -87,13 +87,13 @@ describe('parseBody refusals', () => {
 
   it('refuses too deep and too many nodes with body_too_complex, and honours given limits', () => {
     const deep = new TextEncoder().encode(`[${'['.repeat(64)}${']'.repeat(64)}]`);
-    expect(refusal(() => parseBody(deep, undefined))).toMatchObject({
+    expect(refusal(() => parseBody(deep, 'application/json'))).toMatchObject({
       problem: 'body_too_complex',
       code: 'EG_ERR_BODY_TOO_COMPLEX',
     });
-    expect(parseBody(deep, undefined, { maxDepth: 100, maxNodes: 1000 })).toBeInstanceOf(Array);
+    expect(parseBody(deep, 'application/json', { maxDepth: 100, maxNodes: 1000 })).toBeInstanceOf(Array);
     const many = new TextEncoder().encode('[1,2,3,4,5]');
-    expect(refusal(() => parseBody(many, undefined, { maxDepth: 8, maxNodes: 5 })).problem).toBe(
+    expect(refusal(() => parseBody(many, 'application/json', { maxDepth: 8, maxNodes: 5 })).problem).toBe(
       'body_too_complex',
     );
     const form = new TextEncoder().encode('a=1&b=2&c=3');
@@ -154,5 +154,80 @@ describe('refuseRepeatedKeyArguments', () => {
     expect(err).toMatchObject({ problem: 'arguments_ambiguous', path: '$.query.order' });
     // A ; inside a parameter no key path reads, or one that reads the same either way, is left alone.
     expect(() => check(refund, req('order=42&note=a;b', '{"title":"t"}'))).not.toThrow();
+  });
+});
+
+describe('a body is read one way only', () => {
+  const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
+  const problem = (f: () => unknown): string | null => {
+    try {
+      f();
+      return null;
+    } catch (err) {
+      return err instanceof ArgumentRefusal ? err.problem : 'other';
+    }
+  };
+
+  it.each([
+    ['application/x-www-form-urlencoded'],
+    ['text/plain'],
+    ['application/vnd.api+json'],
+    ['Application/JSON'],
+    ['application/json; charset=latin1'],
+    [undefined],
+  ])('refuses JSON labelled %s as unreadable (415), nothing parsed', (type) => {
+    expect(problem(() => parseBody(bytes('{"title":"x"}'), type))).toBe('body_unreadable');
+  });
+
+  it('reads application/json (with a UTF-8 charset), forms and multipart fields', () => {
+    expect(parseBody(bytes('{"title":"x"}'), 'application/json; charset=UTF-8')).toEqual({ title: 'x' });
+    expect(parseBody(bytes('title=x&_method=DELETE'), 'application/x-www-form-urlencoded')).toEqual({
+      title: 'x',
+      _method: 'DELETE',
+    });
+    const multipart =
+      '--b1\r\nContent-Disposition: form-data; name="title"\r\n\r\nDisk full\r\n' +
+      '--b1\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n' +
+      '--b1\r\nContent-Disposition: form-data; name="f"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\n{"title":"no"}\r\n--b1--\r\n';
+    expect(parseBody(bytes(multipart), 'multipart/form-data; boundary=b1')).toEqual({
+      title: 'Disk full',
+      _method: 'DELETE',
+      f: { filename: 'a.txt' },
+    });
+  });
+
+  it.each([
+    [
+      'no boundary',
+      'multipart/form-data',
+      '--b1\r\nContent-Disposition: form-data; name="a"\r\n\r\nx\r\n--b1--',
+    ],
+    [
+      'an escaped name',
+      'multipart/form-data; boundary=b1',
+      '--b1\r\nContent-Disposition: form-data; name="a\\"b"\r\n\r\nx\r\n--b1--',
+    ],
+    [
+      'an encoded name',
+      'multipart/form-data; boundary=b1',
+      "--b1\r\nContent-Disposition: form-data; name*=UTF-8''a\r\n\r\nx\r\n--b1--",
+    ],
+    [
+      'a base64 part',
+      'multipart/form-data; boundary=b1',
+      '--b1\r\nContent-Disposition: form-data; name="a"\r\nContent-Transfer-Encoding: base64\r\n\r\neA==\r\n--b1--',
+    ],
+    [
+      'no close delimiter',
+      'multipart/form-data; boundary=b1',
+      '--b1\r\nContent-Disposition: form-data; name="a"\r\n\r\nx',
+    ],
+  ])('refuses a multipart body with %s', (_what, type, body) => {
+    expect(problem(() => parseBody(bytes(body), type))).toBe('body_unreadable');
+  });
+
+  it('leaves other bytes under other labels unread (a key into them is missing)', () => {
+    expect(parseBody(bytes('hello'), 'text/plain')).toBeUndefined();
+    expect(parseBody(bytes('title=x'), undefined)).toBeUndefined();
   });
 });

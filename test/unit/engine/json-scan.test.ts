@@ -117,3 +117,17 @@ describe('scanJson', () => {
     expect(appendStep('$.query', 'x"y')).toBe('$.query["x\\"y"]');
   });
 });
+
+describe('member names fold as Go binds them', () => {
+  it.each([
+    ['{"status":"a","\u017ftatus":"b"}', '$.body["\u017ftatus"]'],
+    ['{"kind":"a","\u212aind":"b"}', '$.body["\u212aind"]'],
+    ['{"title":"a","TITLE":"b"}', '$.body.TITLE'],
+  ])('%s is a duplicate member', (text, path) => {
+    expect(scanJson(text, BODY_LIMITS)).toEqual({ kind: 'duplicate_member', path });
+  });
+
+  it('keeps apart names that fold to different letters', () => {
+    expect(scanJson('{"status":"a","statuz":"b","st\u00e4tus":"c"}', BODY_LIMITS)).toEqual({ kind: 'json' });
+  });
+});

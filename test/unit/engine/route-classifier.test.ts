@@ -123,9 +123,14 @@ describe('RouteClassifier', () => {
     expect(post({ headers: { 'x-http-method': 'DELETE' } }).method).toBe('DELETE');
     expect(post({ headers: { 'x-method-override': 'DELETE' } }).method).toBe('DELETE');
     expect(post({ query: 'a=1&_method=DELETE' }).override?.source).toBe('?_method');
-    const form = { headers: { 'content-type': 'application/x-www-form-urlencoded' } };
+    const form = { headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': '16' } };
     expect(post(form, { _method: 'DELETE' }).override?.source).toBe('body _method');
+    // A JSON body's `_method` too: Laravel (and Express' method-override getter) honour it.
+    const json = { headers: { 'content-type': 'application/json', 'content-length': '20' } };
+    expect(post(json, { _method: 'DELETE' }).override?.source).toBe('body _method');
     expect(routes.needsBody(head('svc.internal', 'POST', '/items/1', form))).toBe(true);
+    expect(routes.needsBody(head('svc.internal', 'POST', '/items/1', json))).toBe(true);
+    expect(routes.needsBody(head('svc.internal', 'POST', '/items/1', { headers: {} }))).toBe(false);
     expect(routes.needsBody(head('svc.internal', 'POST', '/other', form))).toBe(false);
     const ungoverned = post({ headers: { 'x-http-method-override': 'PUT' } });
     expect(ungoverned).toMatchObject({ method: 'POST', override: null });

@@ -147,3 +147,76 @@ describe('requestFingerprint', () => {
     expect(doc.body).toEqual({ title: 't', token: 'a', trace_id: '1' });
   });
 });
+
+describe('key values conflate by default (dedupe.scalars)', () => {
+  const [conflating, exact] = parsePolicyFiles([
+    {
+      file: 'c.yaml',
+      text: `
+version: 1
+tools:
+  - id: pay.refund
+    match: { hosts: [pay.example], method: POST, path: /refunds }
+    effect: financial
+    dedupe: { key: [$.body.charge, $.body.amount], window: 24h }
+  - id: pay.refund_exact
+    match: { hosts: [pay.example], method: POST, path: /refunds-exact }
+    effect: financial
+    dedupe: { key: [$.body.charge, $.body.amount], window: 24h, scalars: exact }
+`,
+    },
+  ]).tools as [Tool, Tool];
+  const hash = (t: Tool, body: unknown): string => {
+    const k = buildSemanticKey(t, scope, { path: {}, query: {}, body });
+    if (!k.ok) throw new Error('no key');
+    return k.hash;
+  };
+
+  it('keys 100, "100", 100.0 (parsed), "1e2" and a form field "100" as one value', () => {
+    const one = hash(conflating, { charge: 'ch_1', amount: 100 });
+    expect(hash(conflating, { charge: 'ch_1', amount: '100' })).toBe(one);
+    expect(hash(conflating, JSON.parse('{"charge":"ch_1","amount":100.0}'))).toBe(one);
+    expect(hash(conflating, { charge: 'ch_1', amount: '1e2' })).toBe(one);
+    const form = buildArgumentDocument(
+      {
+        ...req({}),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new TextEncoder().encode('charge=ch_1&amount=100'),
+      },
+      {},
+    );
+    const k = buildSemanticKey(conflating, scope, form);
+    expect(k.ok && k.hash).toBe(one);
+    expect(hash(conflating, { charge: 'ch_1', amount: true })).toBe(
+      hash(conflating, { charge: 'ch_1', amount: 'true' }),
+    );
+  });
+
+  it('keeps apart what no cast joins: other numbers, large ids past 2^53, long decimals, null', () => {
+    const one = hash(conflating, { charge: 'ch_1', amount: 100 });
+    expect(hash(conflating, { charge: 'ch_1', amount: 101 })).not.toBe(one);
+    expect(hash(conflating, { charge: 'ch_1', amount: '12345678901234567890' })).not.toBe(
+      hash(conflating, { charge: 'ch_1', amount: '12345678901234567891' }),
+    );
+    expect(hash(conflating, { charge: 'ch_1', amount: '0.1000000000000000055' })).not.toBe(
+      hash(conflating, { charge: 'ch_1', amount: '0.1' }),
+    );
+    expect(hash(conflating, { charge: 'ch_1', amount: null })).not.toBe(
+      hash(conflating, { charge: 'ch_1', amount: 'null' }),
+    );
+  });
+
+  it('keys a string-only key as it always did, and keeps types apart with scalars: exact', () => {
+    expect(hash(exact, { charge: 'ch_1', amount: 100 })).not.toBe(
+      hash(exact, { charge: 'ch_1', amount: '100' }),
+    );
+    // Same values, same layout: only the tool id differs between the two tools' hashes.
+    const strings = { charge: 'ch_1', amount: '100' };
+    const viaConflate = buildSemanticKey({ ...conflating, id: 'pay.refund_exact' } as Tool, scope, {
+      path: {},
+      query: {},
+      body: strings,
+    });
+    expect(viaConflate.ok && viaConflate.hash).toBe(hash(exact, strings));
+  });
+});

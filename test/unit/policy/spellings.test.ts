@@ -69,6 +69,7 @@ tools:
   - id: t.any_port
     match: { hosts: ["*.corp.example"], method: DELETE, path: "/items/{id}" }
     effect: destroy
+    dedupe: { key: [$.path.id], window: 1h }
 `,
     },
   ]),
@@ -122,6 +123,21 @@ describe('Classifier spellings', () => {
     expect(classifier.lenient({ ...input, path: '/items/1' }, strict)).toBeNull();
     // %2F inside one capture is data (GitLab-style ids): the lenient reading matches no route.
     expect(classifier.lenient({ ...input, path: '/items/a%2Fb' }, strict)).toBeNull();
+    // Rails reads `/items/7.json` as item 7 (format json): a key on the id cannot tell which.
+    expect(classifier.lenient({ ...input, path: '/items/7.json' }, strict)?.readings).toEqual([
+      'format suffix dropped',
+      'captures read differently',
+    ]);
+  });
+
+  it('reaches a route past a format suffix, and a route whose own last segment has a dot', () => {
+    const input = { host: 'api.example.com', port: 443, method: 'POST', path: '/repos/a/b/issues.json' };
+    expect(classifier.candidates(input)).toHaveLength(0);
+    expect(classifier.lenient(input)?.readings).toEqual(['format suffix dropped']);
+    expect(lenientPath('/api/chat.postMessage', false)).toEqual({
+      path: '/api/chat.postMessage',
+      readings: [],
+    });
   });
 
   it('lists the exact names to resolve, without wildcards or IP literals', () => {
