@@ -16,12 +16,13 @@ import type { EgressPolicy } from '../policy/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ConnectionAdmission } from './connection-admission.js';
+import { readDescriptorLimit } from './descriptor-limit.js';
 import { DestinationGuard } from './destination-guard.js';
 import { ForwardHandler } from './forward-handler.js';
 import { GateListeners, type ListenerAddress } from './gate-listeners.js';
 import { ProxyAuthenticator } from './proxy-auth.js';
 import { ProxyCounters, type ProxyCountersSnapshot } from './proxy-counters.js';
-import { type ProxyLimits, resolveLimits } from './proxy-limits.js';
+import { DESCRIPTOR_RESERVE, type ProxyLimits, resolveLimits } from './proxy-limits.js';
 import { TunnelSockets } from './tunnel-sockets.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
@@ -32,8 +33,16 @@ export interface ProxyServerOptions {
   readonly upstream?: UpstreamClientOptions;
   /** Ports CONNECT may reach. Default `[443, 80]`. */
   readonly allowConnectPorts?: readonly number[];
-  /** Timeouts and connection caps; each absent one is `DEFAULT_PROXY_LIMITS`'s. */
+  /**
+   * Timeouts and connection caps; each absent one is `DEFAULT_PROXY_LIMITS`'s. The caps are then
+   * fitted under `descriptorLimit` (`resolveLimits`).
+   */
   readonly limits?: Partial<ProxyLimits>;
+  /**
+   * The process's open-file limit the connection caps must fit under. Default: read once here
+   * (`readDescriptorLimit`); `null`: none known, the caps stay as configured.
+   */
+  readonly descriptorLimit?: number | null;
   /** Where refusals the proxy makes on its own (caps, closed tunnels) are logged. Absent: not logged. */
   readonly logger?: GateLogger;
   /** The local CA (`--ca-dir`): HTTPS to hosts some tool names is intercepted and governed. */
@@ -54,6 +63,10 @@ export interface ProxyServerOptions {
 
 export interface ProxyServer {
   readonly server: Server;
+  /** The limits in force: the configured ones, the caps fitted under `descriptorLimit`. */
+  readonly limits: ProxyLimits;
+  /** The open-file limit the caps were fitted under; `null` when none was known. */
+  readonly descriptorLimit: number | null;
   listen(host: string, port: number): Promise<AddressInfo>;
   /**
    * Stops listening and closes idle connections; requests in flight may finish for up to `graceMs`
@@ -87,7 +100,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const tunnels = new TunnelSockets();
   const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
-  const limits = resolveLimits(options.limits);
+  const descriptorLimit =
+    options.descriptorLimit === undefined ? readDescriptorLimit() : options.descriptorLimit;
+  const limits = fittedLimits(options.limits, descriptorLimit, options.logger);
   const admission = new ConnectionAdmission(limits, counters, options.logger);
 
   const server = createServer({
@@ -174,6 +189,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   let closing: Promise<void> | undefined;
   return {
     server,
+    limits,
+    descriptorLimit,
     listen: (host, port) =>
       new Promise<AddressInfo>((resolve, reject) => {
         const onError = (err: Error): void => reject(err);
@@ -212,6 +229,38 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     openConnections: () => admission.open,
     setGateAddresses: (addresses) => listeners.setOthers(addresses),
   };
+}
+
+/**
+ * `resolveLimits` under the open-file limit, said once when it lowered a cap: a cap over what the
+ * process can hold would let connections fail with EMFILE (everyone's, and the store's) first.
+ */
+function fittedLimits(
+  overrides: Partial<ProxyLimits> | undefined,
+  descriptorLimit: number | null,
+  logger: GateLogger | undefined,
+): ProxyLimits {
+  const configured = resolveLimits(overrides);
+  const limits = resolveLimits(overrides, descriptorLimit);
+  if (
+    limits.maxConnections < configured.maxConnections ||
+    limits.maxConnectionsPerClient < configured.maxConnectionsPerClient
+  ) {
+    logger?.warn(
+      {
+        descriptor_limit: descriptorLimit,
+        descriptor_reserve: DESCRIPTOR_RESERVE,
+        max_connections: limits.maxConnections,
+        max_connections_per_client: limits.maxConnectionsPerClient,
+        configured: {
+          max_connections: configured.maxConnections,
+          max_connections_per_client: configured.maxConnectionsPerClient,
+        },
+      },
+      `connection caps lowered to fit the file-descriptor limit (ulimit -n ${descriptorLimit}): ${limits.maxConnections} in all, ${limits.maxConnectionsPerClient} per client address; raise the limit to keep the configured caps`,
+    );
+  }
+  return limits;
 }
 
 /** The policy set of a `Gate` (a bare `GateHandler` has none). */
