@@ -6,7 +6,7 @@
  * server as a new connection (already admitted: a tunnel is one client connection). Limits and
  * their defaults: `proxy-limits.ts`.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AgentRegistry } from '../config/index.js';
@@ -133,6 +133,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     counters,
     logger: options.logger,
     guard,
+    activity: admission,
     serveHttp: (socket) => {
       // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
       // the same listeners, timeouts and keep-alive as any client connection.
@@ -159,16 +160,30 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       if (active === 0) idle?.();
     });
   };
-  server.on('request', (req, res) => {
+  // A connection with a request in progress is never closed to make room at a cap; one closed for
+  // room before its head was complete is dropped if the head completes after all.
+  const begin = (socket: Duplex): object | null => {
+    const connection = tunnels.connectionOf(socket);
+    if (admission.busy(connection)) return connection;
+    socket.destroy();
+    return null;
+  };
+  const serve = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void => {
+    const connection = begin(req.socket);
+    if (connection === null) return;
     track(res);
-    forward.handle(req, res);
+    res.once('close', () => admission.idle(connection));
+    forward.handle(req, res, expectsContinue);
+  };
+  server.on('request', (req, res) => serve(req, res, false));
+  server.on('checkContinue', (req, res) => serve(req, res, true));
+  // A CONNECT is idle again once answered (`ConnectTunnel`); an upgrade stays busy until it closes.
+  server.on('connect', (req, socket, head) => {
+    if (begin(socket) !== null) tunnel.handle(req, socket, head);
   });
-  server.on('checkContinue', (req, res) => {
-    track(res);
-    forward.handle(req, res, true);
+  server.on('upgrade', (req, socket, head) => {
+    if (begin(socket) !== null) upgrade.handle(req, socket, head);
   });
-  server.on('connect', (req, socket, head) => tunnel.handle(req, socket, head));
-  server.on('upgrade', (req, socket, head) => upgrade.handle(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     // A response already on its way cannot be followed by another one (node:http's own rule).
     const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
