@@ -6,6 +6,8 @@
  * under the process's own open-file limit (`resolveLimits`), whatever they were set to.
  */
 
+import type { GateLogger } from '../engine/index.js';
+
 export interface ProxyLimits {
   /** Time for a client to send a complete request head, also on a new connection. */
   readonly headersTimeoutMs: number;
@@ -78,4 +80,36 @@ export function resolveLimits(
 
 function withoutUndefined(values: Partial<ProxyLimits>): Partial<ProxyLimits> {
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined));
+}
+
+/**
+ * `resolveLimits` under the open-file limit, said once when it lowered a cap: a cap over what the
+ * process can hold would let connections fail with EMFILE (everyone's, and the store's) first.
+ */
+export function fitLimits(
+  overrides: Partial<ProxyLimits> | undefined,
+  descriptorLimit: number | null,
+  logger: GateLogger | undefined,
+): ProxyLimits {
+  const configured = resolveLimits(overrides);
+  const limits = resolveLimits(overrides, descriptorLimit);
+  if (
+    limits.maxConnections < configured.maxConnections ||
+    limits.maxConnectionsPerClient < configured.maxConnectionsPerClient
+  ) {
+    logger?.warn(
+      {
+        descriptor_limit: descriptorLimit,
+        descriptor_reserve: DESCRIPTOR_RESERVE,
+        max_connections: limits.maxConnections,
+        max_connections_per_client: limits.maxConnectionsPerClient,
+        configured: {
+          max_connections: configured.maxConnections,
+          max_connections_per_client: configured.maxConnectionsPerClient,
+        },
+      },
+      `connection caps lowered to fit the file-descriptor limit (ulimit -n ${descriptorLimit}): ${limits.maxConnections} in all, ${limits.maxConnectionsPerClient} per client address; raise the limit to keep the configured caps`,
+    );
+  }
+  return limits;
 }

@@ -22,7 +22,7 @@ import { ForwardHandler } from './forward-handler.js';
 import { GateListeners, type ListenerAddress } from './gate-listeners.js';
 import { ProxyAuthenticator } from './proxy-auth.js';
 import { ProxyCounters, type ProxyCountersSnapshot } from './proxy-counters.js';
-import { DESCRIPTOR_RESERVE, type ProxyLimits, resolveLimits } from './proxy-limits.js';
+import { fitLimits, type ProxyLimits } from './proxy-limits.js';
 import { TunnelSockets } from './tunnel-sockets.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
@@ -102,7 +102,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
   const descriptorLimit =
     options.descriptorLimit === undefined ? readDescriptorLimit() : options.descriptorLimit;
-  const limits = fittedLimits(options.limits, descriptorLimit, options.logger);
+  const limits = fitLimits(options.limits, descriptorLimit, options.logger);
   const admission = new ConnectionAdmission(limits, counters, options.logger);
 
   const server = createServer({
@@ -244,38 +244,6 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     openConnections: () => admission.open,
     setGateAddresses: (addresses) => listeners.setOthers(addresses),
   };
-}
-
-/**
- * `resolveLimits` under the open-file limit, said once when it lowered a cap: a cap over what the
- * process can hold would let connections fail with EMFILE (everyone's, and the store's) first.
- */
-function fittedLimits(
-  overrides: Partial<ProxyLimits> | undefined,
-  descriptorLimit: number | null,
-  logger: GateLogger | undefined,
-): ProxyLimits {
-  const configured = resolveLimits(overrides);
-  const limits = resolveLimits(overrides, descriptorLimit);
-  if (
-    limits.maxConnections < configured.maxConnections ||
-    limits.maxConnectionsPerClient < configured.maxConnectionsPerClient
-  ) {
-    logger?.warn(
-      {
-        descriptor_limit: descriptorLimit,
-        descriptor_reserve: DESCRIPTOR_RESERVE,
-        max_connections: limits.maxConnections,
-        max_connections_per_client: limits.maxConnectionsPerClient,
-        configured: {
-          max_connections: configured.maxConnections,
-          max_connections_per_client: configured.maxConnectionsPerClient,
-        },
-      },
-      `connection caps lowered to fit the file-descriptor limit (ulimit -n ${descriptorLimit}): ${limits.maxConnections} in all, ${limits.maxConnectionsPerClient} per client address; raise the limit to keep the configured caps`,
-    );
-  }
-  return limits;
 }
 
 /** The policy set of a `Gate` (a bare `GateHandler` has none). */

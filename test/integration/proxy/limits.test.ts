@@ -251,4 +251,19 @@ describe('forward proxy: limits', () => {
     await relayed.until((t) => t.endsWith('still here\r\n'));
     expect(proxy.counters().connectionsClosedIdle).toBe(1);
   });
+
+  it('at the global cap closes a connection kept alive between requests, never one with a request in flight', async () => {
+    const up = await upstream(reply(200, { ok: true }));
+    const { port, proxy } = await startProxy({}, { limits: { maxConnections: 2 } });
+    const stuck = await upstream(neverAnswer());
+    const kept = await connectFrom(port, '127.0.0.1');
+    kept.write(`GET ${up.url}/first HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await kept.until(hasFullResponse);
+    const inFlight = await busyFrom(port, '127.0.0.2', stuck);
+
+    expect(await getVia(port, '127.0.0.3', `${up.url}/third`)).toBe(200);
+    await kept.waitClosed();
+    expect(inFlight.closed).toBe(false);
+    expect(proxy.counters()).toMatchObject({ connectionsClosedIdle: 1, connectionsRefusedGlobal: 0 });
+  });
 });
