@@ -147,7 +147,16 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
   process.stdout.write(
     `effectgate proxy starting: opening the store (${storeUrl.startsWith('postgres') ? 'postgres' : storeUrl}) and recovering what an earlier run left in flight…\n`,
   );
-  const { gate, store, addr, adminAddr, metrics, stop } = await startProxy({
+  const {
+    gate,
+    store,
+    addr,
+    adminAddr,
+    metrics,
+    stop,
+    limits: inForce,
+    descriptorLimit,
+  } = await startProxy({
     policies,
     storeUrl,
     migrate: !values['no-migrate'],
@@ -190,6 +199,12 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
       store: store.kind === 'postgres' ? 'postgres' : storeUrl,
       tools: policies.tools.map((t) => t.id),
       default: policies.default,
+      // The caps in force: fitted under the open-file limit, so they may be lower than configured.
+      connections: {
+        max: inForce.maxConnections,
+        per_client: inForce.maxConnectionsPerClient,
+        descriptor_limit: descriptorLimit,
+      },
       scope: agents === undefined ? scope : `per credential (${agents.size} agents from ${values.agents})`,
       run: gate.runId ?? `derived per scope and client address, new after ${values['run-idle']} idle`,
       instance: gate.instanceId,

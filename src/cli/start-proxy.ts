@@ -68,6 +68,10 @@ export interface RunningProxy {
   readonly store: Store;
   readonly addr: AddressInfo;
   readonly adminAddr: AddressInfo | null;
+  /** The proxy's limits in force (its caps fitted under `descriptorLimit`). */
+  readonly limits: ProxyLimits;
+  /** The open-file limit the caps were fitted under; `null` when none was known. */
+  readonly descriptorLimit: number | null;
   /** What `/metrics` serves (`null` without `--admin`): the policy reloader counts its reloads there. */
   readonly metrics: PrometheusMetrics | null;
   /**
@@ -194,6 +198,8 @@ function running(
     store,
     addr,
     adminAddr,
+    limits: proxy.limits,
+    descriptorLimit: proxy.descriptorLimit,
     metrics,
     stop() {
       // Requests in flight (a governed call at its destination) get their answers within

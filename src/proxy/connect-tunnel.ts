@@ -43,6 +43,7 @@ import {
 } from '../engine/index.js';
 import type { Scope } from '../store/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
+import type { ConnectionActivity } from './connection-admission.js';
 import { type DestinationGuard, DestinationRefusedError } from './destination-guard.js';
 import { interceptTls } from './intercept-tls.js';
 import { type Authority, parseAuthority } from './parse-target.js';
@@ -75,6 +76,11 @@ export interface ConnectTunnelOptions {
   readonly logger?: GateLogger | undefined;
   /** The `egress` policy, checked on the resolved address before the tunnel connects. */
   readonly guard?: DestinationGuard | undefined;
+  /**
+   * The connection caps: told when a tunnel waits for its client's first bytes (it may be closed
+   * for room, like a connection still sending its head) and when it relays (it may not).
+   */
+  readonly activity?: ConnectionActivity | undefined;
 }
 
 export const DEFAULT_CONNECT_PORTS: readonly number[] = [443, 80];
@@ -115,9 +121,11 @@ export class ConnectTunnel {
   readonly #counters: ProxyCounters;
   readonly #logger: GateLogger | undefined;
   readonly #guard: DestinationGuard | undefined;
+  readonly #activity: ConnectionActivity | undefined;
 
   constructor(options: ConnectTunnelOptions) {
     this.#guard = options.guard;
+    this.#activity = options.activity;
     this.#gate = options.gate;
     this.#allowPorts = new Set(options.allowPorts);
     this.#connectTimeoutMs = options.connectTimeoutMs;
@@ -242,11 +250,14 @@ export class ConnectTunnel {
         return;
       }
       client.write(ESTABLISHED);
+      // The CONNECT is answered; until the client says something decisive the tunnel is idle.
+      this.#activity?.idle(client);
       peekTunnel(client, head, upstream, this.#limits.tunnelPeekTimeoutMs, (peeked) => {
         const carries = this.#carries(peeked, routing);
         switch (carries.kind) {
           case 'relay':
             state = 'relaying';
+            this.#activity?.busy(client);
             // Every byte either way is a read or a write on `upstream`: its timer is the tunnel's.
             upstream.setTimeout(this.#limits.tunnelIdleTimeoutMs, () => {
               this.#counters.increment('tunnelsIdleClosed');
@@ -387,7 +398,7 @@ export class ConnectTunnel {
     if (ca === undefined) return;
     interceptTls(client, authority.host, ca).then(
       (tls) => {
-        this.#tunnels.add(tls, { ...authority, scheme: 'https' }, who);
+        this.#tunnels.add(tls, { ...authority, scheme: 'https' }, who, client);
         this.#serveHttp(tls);
       },
       // A leaf that cannot be issued leaves nothing to answer in: the client sees the tunnel close.

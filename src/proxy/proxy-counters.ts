@@ -9,6 +9,11 @@ export interface ProxyCountersSnapshot {
   readonly connectionsRefusedGlobal: number;
   /** New connections refused because their remote address held `maxConnectionsPerClient`. */
   readonly connectionsRefusedPerClient: number;
+  /**
+   * Idle connections (no complete request head yet, kept alive between requests, or a tunnel that
+   * has said nothing) closed at a cap to make room for a new one.
+   */
+  readonly connectionsClosedIdle: number;
   /** Tunnels closed because no first bytes (or no complete ClientHello) came in time. */
   readonly tunnelsPeekTimedOut: number;
   /** Relayed tunnels and upgraded connections closed after `tunnelIdleTimeoutMs` of silence. */
@@ -31,6 +36,7 @@ export class ProxyCounters {
   readonly #counts: Record<ProxyCounter, number> = {
     connectionsRefusedGlobal: 0,
     connectionsRefusedPerClient: 0,
+    connectionsClosedIdle: 0,
     tunnelsPeekTimedOut: 0,
     tunnelsIdleClosed: 0,
     tunnelsRefusedSniBlocked: 0,

@@ -6,7 +6,7 @@
  * server as a new connection (already admitted: a tunnel is one client connection). Limits and
  * their defaults: `proxy-limits.ts`.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AgentRegistry } from '../config/index.js';
@@ -16,12 +16,13 @@ import type { EgressPolicy } from '../policy/index.js';
 import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ConnectionAdmission } from './connection-admission.js';
+import { readDescriptorLimit } from './descriptor-limit.js';
 import { DestinationGuard } from './destination-guard.js';
 import { ForwardHandler } from './forward-handler.js';
 import { GateListeners, type ListenerAddress } from './gate-listeners.js';
 import { ProxyAuthenticator } from './proxy-auth.js';
 import { ProxyCounters, type ProxyCountersSnapshot } from './proxy-counters.js';
-import { type ProxyLimits, resolveLimits } from './proxy-limits.js';
+import { fitLimits, type ProxyLimits } from './proxy-limits.js';
 import { TunnelSockets } from './tunnel-sockets.js';
 import { UpgradeTunnel } from './upgrade-tunnel.js';
 import { createUpstreamClient, type UpstreamClientOptions } from './upstream-client.js';
@@ -32,8 +33,16 @@ export interface ProxyServerOptions {
   readonly upstream?: UpstreamClientOptions;
   /** Ports CONNECT may reach. Default `[443, 80]`. */
   readonly allowConnectPorts?: readonly number[];
-  /** Timeouts and connection caps; each absent one is `DEFAULT_PROXY_LIMITS`'s. */
+  /**
+   * Timeouts and connection caps; each absent one is `DEFAULT_PROXY_LIMITS`'s. The caps are then
+   * fitted under `descriptorLimit` (`resolveLimits`).
+   */
   readonly limits?: Partial<ProxyLimits>;
+  /**
+   * The process's open-file limit the connection caps must fit under. Default: read once here
+   * (`readDescriptorLimit`); `null`: none known, the caps stay as configured.
+   */
+  readonly descriptorLimit?: number | null;
   /** Where refusals the proxy makes on its own (caps, closed tunnels) are logged. Absent: not logged. */
   readonly logger?: GateLogger;
   /** The local CA (`--ca-dir`): HTTPS to hosts some tool names is intercepted and governed. */
@@ -54,6 +63,10 @@ export interface ProxyServerOptions {
 
 export interface ProxyServer {
   readonly server: Server;
+  /** The limits in force: the configured ones, the caps fitted under `descriptorLimit`. */
+  readonly limits: ProxyLimits;
+  /** The open-file limit the caps were fitted under; `null` when none was known. */
+  readonly descriptorLimit: number | null;
   listen(host: string, port: number): Promise<AddressInfo>;
   /**
    * Stops listening and closes idle connections; requests in flight may finish for up to `graceMs`
@@ -87,7 +100,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const tunnels = new TunnelSockets();
   const auth = options.agents === undefined ? undefined : new ProxyAuthenticator(options.agents, gate);
   const forward = new ForwardHandler({ gate, upstream, tunnels, auth });
-  const limits = resolveLimits(options.limits);
+  const descriptorLimit =
+    options.descriptorLimit === undefined ? readDescriptorLimit() : options.descriptorLimit;
+  const limits = fitLimits(options.limits, descriptorLimit, options.logger);
   const admission = new ConnectionAdmission(limits, counters, options.logger);
 
   const server = createServer({
@@ -118,6 +133,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     counters,
     logger: options.logger,
     guard,
+    activity: admission,
     serveHttp: (socket) => {
       // The tunnel's first bytes were put back into `socket`; node:http parses from there on, with
       // the same listeners, timeouts and keep-alive as any client connection.
@@ -144,16 +160,30 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       if (active === 0) idle?.();
     });
   };
-  server.on('request', (req, res) => {
+  // A connection with a request in progress is never closed to make room at a cap; one closed for
+  // room before its head was complete is dropped if the head completes after all.
+  const begin = (socket: Duplex): object | null => {
+    const connection = tunnels.connectionOf(socket);
+    if (admission.busy(connection)) return connection;
+    socket.destroy();
+    return null;
+  };
+  const serve = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void => {
+    const connection = begin(req.socket);
+    if (connection === null) return;
     track(res);
-    forward.handle(req, res);
+    res.once('close', () => admission.idle(connection));
+    forward.handle(req, res, expectsContinue);
+  };
+  server.on('request', (req, res) => serve(req, res, false));
+  server.on('checkContinue', (req, res) => serve(req, res, true));
+  // A CONNECT is idle again once answered (`ConnectTunnel`); an upgrade stays busy until it closes.
+  server.on('connect', (req, socket, head) => {
+    if (begin(socket) !== null) tunnel.handle(req, socket, head);
   });
-  server.on('checkContinue', (req, res) => {
-    track(res);
-    forward.handle(req, res, true);
+  server.on('upgrade', (req, socket, head) => {
+    if (begin(socket) !== null) upgrade.handle(req, socket, head);
   });
-  server.on('connect', (req, socket, head) => tunnel.handle(req, socket, head));
-  server.on('upgrade', (req, socket, head) => upgrade.handle(req, socket, head));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     // A response already on its way cannot be followed by another one (node:http's own rule).
     const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
@@ -174,6 +204,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   let closing: Promise<void> | undefined;
   return {
     server,
+    limits,
+    descriptorLimit,
     listen: (host, port) =>
       new Promise<AddressInfo>((resolve, reject) => {
         const onError = (err: Error): void => reject(err);

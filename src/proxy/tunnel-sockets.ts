@@ -20,13 +20,23 @@ export interface TunnelClient {
 
 interface TunnelEntry extends TunnelClient {
   readonly authority: TunnelAuthority;
+  /**
+   * The client connection the tunnel runs on (the one the connection caps admitted): the socket
+   * itself for plain HTTP, the raw socket under a decrypted TLS one.
+   */
+  readonly carrier: object;
 }
 
 export class TunnelSockets {
   readonly #tunnels = new WeakMap<object, TunnelEntry>();
 
-  add(socket: object, authority: TunnelAuthority, who: TunnelClient): void {
-    this.#tunnels.set(socket, { authority, scope: who.scope, peer: who.peer });
+  add(socket: object, authority: TunnelAuthority, who: TunnelClient, carrier: object = socket): void {
+    this.#tunnels.set(socket, { authority, scope: who.scope, peer: who.peer, carrier });
+  }
+
+  /** The client connection `socket` runs on: its carrier for a tunnel, else `socket` itself. */
+  connectionOf(socket: object): object {
+    return this.#tunnels.get(socket)?.carrier ?? socket;
   }
 
   /** The CONNECT authority `socket` was opened for; `undefined` for an ordinary connection. */

@@ -18,12 +18,20 @@ export interface ProxyProcess {
 /**
  * Starts the real `effectgate proxy` (the built bin, as a user runs it) on a free loopback port
  * and resolves once it prints its listening line (and, with `--admin`, the admin server's).
+ * `shellSetup` runs in `sh` first, in the same process (`ulimit -n 256`: the gate under a small
+ * descriptor limit).
  */
 export async function startProxyProcess(
   args: readonly string[],
   env: NodeJS.ProcessEnv = {},
+  shellSetup?: string,
 ): Promise<ProxyProcess> {
-  const child = spawn(process.execPath, [BIN, 'proxy', '--listen', '127.0.0.1:0', ...args], {
+  const argv = [BIN, 'proxy', '--listen', '127.0.0.1:0', ...args];
+  const [command, commandArgs] =
+    shellSetup === undefined
+      ? [process.execPath, argv]
+      : ['sh', ['-c', `${shellSetup} && exec "$0" "$@"`, process.execPath, ...argv]];
+  const child = spawn(command, commandArgs, {
     env: { ...process.env, EFFECTGATE_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -9,7 +9,7 @@ import { createServer as createNetServer, connect as netConnect, type Socket } f
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PROXY_LIMITS } from '../../../src/proxy/index.js';
-import { reply } from '../../helpers/upstream.js';
+import { neverAnswer, reply } from '../../helpers/upstream.js';
 import {
   defer,
   hasFullResponse,
@@ -32,6 +32,15 @@ async function connectFrom(port: number, localAddress: string): Promise<RawClien
     socket.destroy();
   });
   return new RawClient(socket);
+}
+
+/** A raw connection from `localAddress` with a request in flight to `stuck` (it never answers). */
+async function busyFrom(port: number, localAddress: string, stuck: { url: string; requests: unknown[] }) {
+  const client = await connectFrom(port, localAddress);
+  const sent = stuck.requests.length;
+  client.write(`GET ${stuck.url}/held HTTP/1.1\r\nHost: x\r\n\r\n`);
+  await expect.poll(() => stuck.requests.length).toBe(sent + 1);
+  return client;
 }
 
 /** A TCP destination that greets first (so its tunnel is relayed) and echoes. */
@@ -126,8 +135,11 @@ describe('forward proxy: limits', () => {
   it('refuses a client over its connection cap (503) without starving another client', async () => {
     const up = await upstream(reply(200, { ok: true }));
     const { port, proxy } = await startProxy({}, { limits: { maxConnectionsPerClient: 3 } });
+    // Started after the proxy, so closed before it: the proxy's close waits for requests to it.
+    const stuck = await upstream(neverAnswer());
+    // Each held connection has a request in flight: none is idle, none may be closed for room.
     const held: RawClient[] = [];
-    for (let i = 0; i < 3; i += 1) held.push(await connectFrom(port, '127.0.0.1'));
+    for (let i = 0; i < 3; i += 1) held.push(await busyFrom(port, '127.0.0.1', stuck));
     await expect.poll(() => proxy.openConnections()).toBe(3);
 
     const over = await connectFrom(port, '127.0.0.1');
@@ -154,8 +166,9 @@ describe('forward proxy: limits', () => {
 
   it('refuses new connections over the global cap, whoever they come from', async () => {
     const { port, proxy } = await startProxy({}, { limits: { maxConnections: 2 } });
-    await connectFrom(port, '127.0.0.1');
-    await connectFrom(port, '127.0.0.2');
+    const stuck = await upstream(neverAnswer());
+    await busyFrom(port, '127.0.0.1', stuck);
+    await busyFrom(port, '127.0.0.2', stuck);
     await expect.poll(() => proxy.openConnections()).toBe(2);
     const third = await connectFrom(port, '127.0.0.3');
     await third.until(hasFullResponse);
@@ -189,5 +202,68 @@ describe('forward proxy: limits', () => {
     expect(proxy.openConnections()).toBeLessThanOrEqual(3);
     const counters = proxy.counters();
     expect(counters.connectionsRefusedPerClient + counters.connectionsRefusedGlobal).toBe(0);
+  });
+
+  it('at the per-client cap closes the oldest connections still sending their head, so a complete request is served', async () => {
+    const up = await upstream(reply(200, { ok: true }));
+    const cap = 16;
+    const { port, proxy } = await startProxy({}, { limits: { maxConnectionsPerClient: cap } });
+    const slow: RawClient[] = [];
+    for (let i = 0; i < cap + 8; i += 1) {
+      const client = await connectFrom(port, '127.0.0.1');
+      client.write(`GET ${up.url}/slow/${i} HTTP/1.1\r\nHost: x\r\n`);
+      slow.push(client);
+      // Each is admitted before the next one connects, so which is oldest is well defined.
+      if (i < cap) await expect.poll(() => proxy.openConnections()).toBe(i + 1);
+      else await slow[i - cap]!.waitClosed();
+    }
+    expect(proxy.openConnections()).toBe(cap);
+
+    expect(await getVia(port, '127.0.0.1', `${up.url}/real`)).toBe(200);
+    await slow[8]!.waitClosed();
+    expect(slow.map((c) => c.closed)).toEqual(slow.map((_, i) => i <= 8));
+    // A closed one is told why: it had sent no complete request, so nothing was sent.
+    expect(slow[0]!.text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(JSON.parse(responseBody(slow[0]!.text))).toMatchObject({
+      type: 'urn:effectgate:problem:too_many_connections',
+    });
+    expect(up.requests.map((r) => r.url)).toEqual(['/real']);
+    expect(proxy.counters()).toMatchObject({ connectionsClosedIdle: 9, connectionsRefusedPerClient: 0 });
+  });
+
+  it('at a cap closes a tunnel that said nothing, never one in use', async () => {
+    const target = await greeter();
+    const up = await upstream(reply(200, { ok: true }));
+    const { port, proxy } = await startProxy(
+      {},
+      { allowConnectPorts: [target.port, up.port], limits: { maxConnectionsPerClient: 2 } },
+    );
+    const relayed = await connectFrom(port, '127.0.0.1');
+    relayed.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await relayed.until((t) => t.endsWith('220 hello\r\n'));
+    const silent = await connectFrom(port, '127.0.0.1');
+    silent.write(`CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await silent.until((t) => t.includes('Established\r\n\r\n'));
+
+    expect(await getVia(port, '127.0.0.1', `${up.url}/real`)).toBe(200);
+    await silent.waitClosed();
+    relayed.write('still here\r\n');
+    await relayed.until((t) => t.endsWith('still here\r\n'));
+    expect(proxy.counters().connectionsClosedIdle).toBe(1);
+  });
+
+  it('at the global cap closes a connection kept alive between requests, never one with a request in flight', async () => {
+    const up = await upstream(reply(200, { ok: true }));
+    const { port, proxy } = await startProxy({}, { limits: { maxConnections: 2 } });
+    const stuck = await upstream(neverAnswer());
+    const kept = await connectFrom(port, '127.0.0.1');
+    kept.write(`GET ${up.url}/first HTTP/1.1\r\nHost: x\r\n\r\n`);
+    await kept.until(hasFullResponse);
+    const inFlight = await busyFrom(port, '127.0.0.2', stuck);
+
+    expect(await getVia(port, '127.0.0.3', `${up.url}/third`)).toBe(200);
+    await kept.waitClosed();
+    expect(inFlight.closed).toBe(false);
+    expect(proxy.counters()).toMatchObject({ connectionsClosedIdle: 1, connectionsRefusedGlobal: 0 });
   });
 });
