@@ -15,11 +15,19 @@ export type HoleContext =
   | { readonly kind: 'comment' | 'declaration' };
 
 export interface TemplateContexts {
+  /**
+   * Where the template starts: `tag` for attributes added to a tag (` id="${…}"`: blank, then a
+   * name and `=` and a quote), else `text`.
+   */
+  readonly start: 'text' | 'tag';
   /** One per interpolation, in order. */
   readonly holes: readonly HoleContext[];
-  /** Where the template ends; anything but `text` leaves a tag, quote or element open. */
+  /** Where the template ends; anything but where it started leaves a tag, quote or element open. */
   readonly end: HoleContext['kind'];
 }
+
+/** A template that adds attributes to a tag it is interpolated in. */
+const ATTRIBUTES = /^\s+[A-Za-z][\w-]*=["']/;
 
 /** Elements whose content is text up to their end tag (the HTML spec's RCDATA and RAWTEXT). */
 const RCDATA = new Set(['textarea', 'title']);
@@ -39,7 +47,11 @@ const cache = new WeakMap<TemplateStringsArray, TemplateContexts>();
 export function templateContexts(strings: TemplateStringsArray): TemplateContexts {
   const known = cache.get(strings);
   if (known !== undefined) return known;
-  let state: State = { kind: 'text' };
+  const start = ATTRIBUTES.test(strings[0]!) ? 'tag' : 'text';
+  let state: State =
+    start === 'tag'
+      ? { kind: 'tag', element: '', end: false, attribute: null, afterEquals: false }
+      : { kind: 'text' };
   const holes: HoleContext[] = [];
   for (let i = 0; i < strings.length; i++) {
     if (i > 0) {
@@ -48,7 +60,7 @@ export function templateContexts(strings: TemplateStringsArray): TemplateContext
     }
     state = scan(strings[i]!, state);
   }
-  const contexts = { holes, end: holeContext(state).kind };
+  const contexts = { start, holes, end: holeContext(state).kind } as const;
   cache.set(strings, contexts);
   return contexts;
 }

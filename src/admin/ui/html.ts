@@ -161,7 +161,7 @@ function render(value: Fragment, context: HoleContext): string {
  */
 export function html(strings: TemplateStringsArray, ...values: readonly Fragment[]): SafeHtml {
   const contexts = templateContexts(strings);
-  if (contexts.end !== 'text')
+  if (contexts.end !== contexts.start)
     throw new TypeError(`html: the template leaves a ${contexts.end} unclosed: ${strings.join('…')}`);
   let out = strings[0]!;
   for (let i = 0; i < values.length; i++) out += render(values[i], contexts.holes[i]!) + strings[i + 1]!;

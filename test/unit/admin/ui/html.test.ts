@@ -76,6 +76,13 @@ describe('html: every interpolation escaped for where it lands', () => {
       expect(() => html`<a href="${url}">x</a>`, url).toThrow(/URL/);
     expect(() => html`<form action="${'javascript:x'}">`).toThrow(/URL/);
     expect(() => html`<button formaction="${'vbscript:x'}">`).toThrow(/URL/);
+    // Also in attributes built apart and added to a tag.
+    expect(html`<a${html` href="${'/ui/x'}" title="${'"'}"`}>x</a>`.text).toBe(
+      '<a href="/ui/x" title="&quot;">x</a>',
+    );
+    expect(() => html` href="${'javascript:x'}"`).toThrow(/URL/);
+    expect(() => html` title="${html`<b>`}"`).toThrow(/attribute/);
+    expect(() => html` title="${'x'}`).toThrow(/unclosed/);
     expect(() => html`<a href="${formValue('javascript:x')}">x</a>`).toThrow(/URL/);
     expect(() => html`<a href="${['java', 'script:x']}">x</a>`).toThrow(/URL/);
     expect(() => html`<a href="${['/', '/evil.example']}">x</a>`).toThrow(/URL/);
