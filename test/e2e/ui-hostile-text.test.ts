@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import { type Browser, type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AdminServer, createAdminServer } from '../../src/admin/index.js';
+import { csrfToken } from '../../src/admin/ui/session.js';
 import type { DedupeKeyInput, Scope, Store } from '../../src/store/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../helpers/store.js';
 import {
@@ -24,6 +25,7 @@ import {
 } from '../integration/store/inputs.js';
 
 const TOKEN = 'eg-hostile-text-token-4e7a91c2';
+const CSRF = csrfToken(TOKEN, 'bearer');
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 
 /**
@@ -86,7 +88,12 @@ const FIELDS = [
 interface Seeded {
   /** Pages (paths under the admin server) that show the seeded records. */
   readonly pages: readonly string[];
+  /** Forms posted with hostile values the error page they get back repeats. */
+  readonly posts: readonly { readonly path: string; readonly form: Record<string, string> }[];
 }
+
+/** A short hostile value (an error message shows at most 60 characters of a value). */
+const short = (field: string): string => `</textarea><b data-pwn=${field}>`;
 
 /** The hostile records, made through the store the gate uses, and the pages that show them. */
 async function seed(store: Store): Promise<Seeded> {
@@ -274,6 +281,16 @@ async function seed(store: Store): Promise<Seeded> {
       `/ui/runs/${encodeURIComponent(loopRun)}?${q({ released: releasedId })}`,
       `/ui/runs/${encodeURIComponent(pw('missing-run'))}`,
     ],
+    posts: [
+      {
+        path: `${op(n1.operationId)}/resolve`,
+        form: { csrf: CSRF, as: short('resolve-as'), by: 'alice', reason: 'checked' },
+      },
+      {
+        path: `/ui/approvals/${encodeURIComponent(held.approvalId)}/approve`,
+        form: { csrf: CSRF, by: 'alice', reason: 'ok', ttl: short('ttl'), back: '/ui/approvals' },
+      },
+    ],
   };
 }
 
@@ -386,6 +403,24 @@ for (const target of storeTargets()) {
       }
       const missing = FIELDS.filter((f) => !text.includes(shown(f)));
       expect(missing, 'fields no page shows as text').toEqual([]);
+    }, 300_000);
+
+    it('an error page shows the hostile value a form posted as text', async () => {
+      for (const post of seeded.posts) {
+        const reply = await context.request.post(`${base}${post.path}`, { form: post.form });
+        expect(reply.status(), post.path).toBe(400);
+        const page = await context.newPage();
+        try {
+          await page.setContent(await reply.text());
+          const p = (await page.evaluate(PARSE)) as Omit<Parsed, 'status'>;
+          expect(p.injected, post.path).toEqual([]);
+          expect(p.title, post.path).toMatch(/ · effectgate$/);
+          const field = /data-pwn=([\w-]+)/.exec(Object.values(post.form).join(' '))![1]!;
+          expect(p.text, post.path).toContain(short(field));
+        } finally {
+          await page.close();
+        }
+      }
     }, 300_000);
   });
 }
