@@ -16,7 +16,7 @@ import {
   parseName,
 } from '../admin-input.js';
 import { approvalConfirmation } from './confirmation.js';
-import { type Html, html, keyText } from './html.js';
+import { html, keyText, type SafeHtml } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
@@ -34,14 +34,14 @@ function approvalAction(id: string, action: 'approve' | 'deny' | 'revoke'): stri
   return `/ui/approvals/${encodeURIComponent(id)}/${action}`;
 }
 
-export function renderApprovalCard(a: ApprovalRecord, options: CardOptions): Html {
+export function renderApprovalCard(a: ApprovalRecord, options: CardOptions): SafeHtml {
   const i = a.intent;
   const previous = [
     a.previousDispatchState ?? 'no attempt yet',
     ...(a.previousStatus === null ? [] : [`status ${a.previousStatus}`]),
   ].join(', ');
   const hidden = html`<input type="hidden" name="csrf" value="${options.csrf}"><input type="hidden" name="back" value="${options.back}">`;
-  let form: Html | string = '';
+  let form: SafeHtml | string = '';
   if (a.state === 'requested') {
     form = html`<form class="decide" method="post" action="${approvalAction(a.id, 'approve')}" aria-label="Decide approval ${a.id}">
   ${hidden}
@@ -106,14 +106,14 @@ export interface ApprovalsView {
   readonly decided?: ApprovalRecord | null;
 }
 
-export function renderApprovalsPage(view: ApprovalsView): Html {
-  const pill = (state: ApprovalState | undefined): Html => {
+export function renderApprovalsPage(view: ApprovalsView): SafeHtml {
+  const pill = (state: ApprovalState | undefined): SafeHtml => {
     const href = state === undefined ? '/ui/approvals' : `/ui/approvals?state=${state}`;
     return html`<li><a href="${href}"${view.state === state ? html` class="active"` : ''}>${state ?? 'all'}${
       state === 'requested' && view.requested ? html`<b>${view.requested}</b>` : ''
     }</a></li>`;
   };
-  let body: Html;
+  let body: SafeHtml;
   if (view.approvals === null) body = html``;
   else if (view.approvals.length === 0)
     body = html`<p class="banner note">No ${view.state ?? ''} approval.${view.state === 'requested' ? ' Nothing is waiting for a decision.' : ''}</p>`;

@@ -6,7 +6,7 @@
  * its words come from the store, not the link: a crafted link shows nothing, or the truth.
  */
 import type { ApprovalRecord, ObservationRecord } from '../../store/index.js';
-import { type Html, html } from './html.js';
+import { html, type SafeHtml } from './html.js';
 import { displayTime } from './operations-page.js';
 
 /** `path` (a same-origin `/ui/…` path, perhaps with a query and a fragment) with `name=value` set. */
@@ -29,12 +29,12 @@ export function withoutConfirmation(path: string): string {
   return `${url.pathname}${url.search}${url.hash}`;
 }
 
-function banner(body: Html): Html {
+function banner(body: SafeHtml): SafeHtml {
   return html`<p class="banner ok" role="status" id="confirmation">${body}</p>`;
 }
 
 /** The banner for an approval just decided (`card`: where its card is), `null` when it carries no decision. */
-export function approvalConfirmation(a: ApprovalRecord, card: string): Html | null {
+export function approvalConfirmation(a: ApprovalRecord, card: string): SafeHtml | null {
   const reason = a.reason ? html`: ${a.reason}` : '';
   const link = html`<a href="${card}" class="mono">${a.id}</a>`;
   if (a.revokedAt !== null) {
@@ -73,7 +73,7 @@ export function approvalConfirmation(a: ApprovalRecord, card: string): Html | nu
 }
 
 /** The banner for an observation just recorded from the Resolve form (or posted as evidence). */
-export function resolutionConfirmation(o: ObservationRecord): Html | null {
+export function resolutionConfirmation(o: ObservationRecord): SafeHtml | null {
   const f = o.facts as Record<string, unknown>;
   if (f['by'] === undefined) return null; // a lookup or a restart: nobody submitted it
   const entry = html`<a href="#observation-${o.id}">in the timeline</a>`;

@@ -46,7 +46,7 @@ import {
 import type { UiContext } from './ui-context.js';
 import { overTls, readForm, redirect, safeUiPath, sendHtml, UiError } from './ui-http.js';
 
-export { escapeHtml, Html, html } from './html.js';
+export { escapeHtml, html, SafeHtml } from './html.js';
 export { parseKeyQuery } from './operations-page.js';
 export { SESSION_COOKIE } from './session.js';
 export type { UiContext } from './ui-context.js';

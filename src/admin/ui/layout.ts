@@ -3,7 +3,7 @@
  * navigation and the logout form. No script: the pages read and work without JavaScript.
  */
 import type { OperationState } from '../../store/index.js';
-import { type Fragment, Html, html } from './html.js';
+import { type Fragment, html, type SafeHtml, unsafeRawHtml } from './html.js';
 
 const CSS = `
 :root{--fg:#1d2330;--muted:#5c6577;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--link:#1a56b8;
@@ -117,7 +117,7 @@ form.search label{flex:1 1 12rem}
 `;
 
 /** A constant (never store data), inserted as is: entities are not decoded inside <style>. */
-const CSS_HTML = new Html(CSS);
+const CSS_HTML = unsafeRawHtml(CSS);
 
 const STATE_MARK: Readonly<Partial<Record<OperationState, string>>> = {
   unknown: '⚠ ',
@@ -125,7 +125,7 @@ const STATE_MARK: Readonly<Partial<Record<OperationState, string>>> = {
 };
 
 /** An operation state as a coloured badge; the two dangerous states also carry a text marker. */
-export function stateBadge(state: OperationState): Html {
+export function stateBadge(state: OperationState): SafeHtml {
   return html`<span class="badge s-${state}" data-state="${state}">${STATE_MARK[state] ?? ''}${state}</span>`;
 }
 
@@ -142,7 +142,7 @@ export interface Shell {
   readonly requested?: number | null;
 }
 
-export function page(shell: Shell, body: Fragment): Html {
+export function page(shell: Shell, body: Fragment): SafeHtml {
   const nav =
     shell.csrf === null
       ? null

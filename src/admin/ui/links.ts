@@ -5,7 +5,7 @@
  * scheme (`javascript:`, `data:`, `file:`…) or anything the URL parser would have to repair stays
  * text, and the link never tells the destination which page it came from.
  */
-import { type Html, html } from './html.js';
+import { html, type SafeHtml } from './html.js';
 
 /** The whole text is one absolute http(s) URL with a host: no blank, control, or missing slashes. */
 const HTTP_URL = /^https?:\/\/[^\s/?#\\]+[^\s\\]*$/i;
@@ -27,7 +27,7 @@ export function httpUrl(ref: string): string | null {
 }
 
 /** A reference as a link when it is an http(s) URL (its text shown as given), else as code. */
-export function refHtml(ref: unknown): Html {
+export function refHtml(ref: unknown): SafeHtml {
   const text = ref === null || ref === undefined ? 'null' : String(ref);
   const href = httpUrl(text);
   return href === null

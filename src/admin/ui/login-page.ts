@@ -1,6 +1,6 @@
 /** The login page (the admin token, never echoed) and the error page. */
 import { ADMIN_TOKEN_ENV } from '../admin-auth.js';
-import { type Html, html } from './html.js';
+import { html, type SafeHtml } from './html.js';
 import { page } from './layout.js';
 
 export interface LoginView {
@@ -11,7 +11,7 @@ export interface LoginView {
   readonly next: string | null;
 }
 
-export function renderLoginPage(view: LoginView): Html {
+export function renderLoginPage(view: LoginView): SafeHtml {
   const body = view.unconfigured
     ? html`<p class="banner error" role="alert">The admin pages are disabled: no admin token is configured.</p>
 <p>Set <code>${ADMIN_TOKEN_ENV}</code> (or pass <code>--admin-token-file</code>) for the gate process and restart it, for example:</p>
@@ -37,7 +37,7 @@ export function renderErrorPage(
   message: string,
   back: string | null,
   csrf: string | null,
-): Html {
+): SafeHtml {
   return page(
     { title, csrf },
     html`<h1>${title}</h1>

@@ -10,7 +10,7 @@ import { MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
 import { type AttemptEntry, loadOperationReport, type OperationReport } from '../trail.js';
 import { renderApprovalCard } from './approvals-page.js';
 import { approvalConfirmation, resolutionConfirmation } from './confirmation.js';
-import { type Html, html, join, keyText } from './html.js';
+import { html, join, keyText, type SafeHtml } from './html.js';
 import { page, stateMark } from './layout.js';
 import { refHtml } from './links.js';
 import { displayTime, operationHref } from './operations-page.js';
@@ -41,7 +41,7 @@ const MEANING: Readonly<Record<OperationState, string>> = {
     'The effect happened MORE THAN ONCE at the destination: reconciliation found several matching items.',
 };
 
-export function renderOperationPage(view: OperationView): Html {
+export function renderOperationPage(view: OperationView): SafeHtml {
   const { report } = view;
   const op = report.trail.operation;
   const attemptNumbers = new Map(
@@ -54,7 +54,7 @@ export function renderOperationPage(view: OperationView): Html {
   const explain = report.decisions.find((d) => d.operationId === op.id)?.explain ?? null;
   const duplicates = report.decisions.filter((d) => d.verdict === 'duplicate').length;
   const result = resultRef(report);
-  const opLink = (id: string): Html =>
+  const opLink = (id: string): SafeHtml =>
     id === op.id
       ? html`<a class="mono" href="${operationHref(id)}">this operation</a>`
       : html`<a class="mono" href="${operationHref(id)}">${id}</a>`;
@@ -120,7 +120,7 @@ ${cards}`,
  * The operator's resolution (DESIGN.md §3 "Observations"), shown while nobody knows the outcome:
  * `unknown`, or `open` (the store refuses one whose attempt is still in flight, and says so).
  */
-function resolveForm(view: OperationView): Html | string {
+function resolveForm(view: OperationView): SafeHtml | string {
   const op = view.report.trail.operation;
   if (op.state !== 'unknown' && op.state !== 'open') return '';
   const action = `/ui/operations/${encodeURIComponent(op.id)}/resolve`;
@@ -139,7 +139,7 @@ function resolveForm(view: OperationView): Html | string {
 }
 
 /** The banner for what a form on this page just recorded: only a record of this operation gets one. */
-function confirmation(view: OperationView): Html | null {
+function confirmation(view: OperationView): SafeHtml | null {
   const { decided, resolved } = view.confirm ?? {};
   const approval = decided === undefined ? undefined : view.report.approvals.find((a) => a.id === decided);
   if (approval !== undefined) return approvalConfirmation(approval, `#approval-${approval.id}`);

@@ -12,7 +12,7 @@ import {
 } from '../../store/index.js';
 import { fullCounts } from '../admin-api.js';
 import { DEFAULT_LIST_LIMIT, InputError, OPERATION_STATES, parseOperationFilter } from '../admin-input.js';
-import { formValue, type Html, html, join, keyText, truncate } from './html.js';
+import { formValue, html, join, keyText, type SafeHtml, truncate } from './html.js';
 import { page, stateBadge } from './layout.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
 import { sendHtml } from './ui-http.js';
@@ -63,7 +63,7 @@ export function operationHref(id: string): string {
   return `/ui/operations/${encodeURIComponent(id)}`;
 }
 
-export function renderOperationsPage(view: OperationsView): Html {
+export function renderOperationsPage(view: OperationsView): SafeHtml {
   const q = view.query;
   const counts = view.counts;
   const total = counts === null ? null : OPERATION_STATES.reduce((n, s) => n + counts[s], 0);
@@ -101,7 +101,7 @@ export function renderOperationsPage(view: OperationsView): Html {
       ? null
       : html`<p class="muted">Key values matched exactly (in order): <code class="wrap">${keyText(view.keyValues)}</code></p>`;
 
-  let results: Html;
+  let results: SafeHtml;
   if (view.operations === null) results = html``;
   else if (view.operations.length === 0) {
     results = html`<p class="banner note">No operation matches${view.state === undefined ? '' : html` in state <b>${view.state}</b>`}.</p>`;
@@ -144,7 +144,7 @@ ${results}`,
  * What enforce mode would have prevented, from every decision shadow mode recorded (issue 15:
  * "12 duplicate effects would have been skipped"), per verdict and then per tool.
  */
-function shadowBanner(counts: readonly ShadowVerdictCount[]): Html {
+function shadowBanner(counts: readonly ShadowVerdictCount[]): SafeHtml {
   if (counts.length === 0) return html``;
   const total = (verdict: ShadowVerdict): number =>
     counts.filter((c) => c.verdict === verdict).reduce((n, c) => n + c.count, 0);

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DecisionRecord, RunRecord } from '../../store/index.js';
 import { DEFAULT_LIST_LIMIT, MAX_BY_CHARS, MAX_REASON_CHARS } from '../admin-input.js';
-import { formValue, type Html, html } from './html.js';
+import { formValue, html, type SafeHtml } from './html.js';
 import { page } from './layout.js';
 import { displayTime, operationHref } from './operations-page.js';
 import { param, requestedCount, type UiContext } from './ui-context.js';
@@ -26,7 +26,7 @@ export interface RunsView {
   readonly requested: number | null;
 }
 
-export function renderRunsPage(view: RunsView): Html {
+export function renderRunsPage(view: RunsView): SafeHtml {
   const rows = view.runs.map(
     (r) => html`<tr data-run-id="${r.id}" class="${r.haltedAt === null ? '' : 'halted'}">
   <td><a class="mono" href="${runHref(r.id)}">${r.id}</a></td>
@@ -60,7 +60,7 @@ export interface RunView {
   readonly released: { readonly id: string; readonly scope: RunRecord['scope'] } | null;
 }
 
-export function renderRunPage(view: RunView): Html {
+export function renderRunPage(view: RunView): SafeHtml {
   const self = runHref(view.id);
   const cards = view.runs.map((r) => runCard(r, view.csrf, self));
   const rows = view.decisions.map(
@@ -81,7 +81,7 @@ ${cards.length === 0 ? html`<p class="muted">The loop breaker never skipped a du
   );
 }
 
-function runCard(r: RunRecord, csrf: string, self: string): Html {
+function runCard(r: RunRecord, csrf: string, self: string): SafeHtml {
   const form =
     r.haltedAt === null
       ? ''

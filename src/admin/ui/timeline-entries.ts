@@ -12,7 +12,7 @@ import {
   shadowSummary,
   type TrailEntry,
 } from '../trail.js';
-import { type Html, html, join } from './html.js';
+import { html, join, type SafeHtml } from './html.js';
 import { httpUrl, refHtml } from './links.js';
 import { displayTime, operationHref } from './operations-page.js';
 import { runHref } from './runs-page.js';
@@ -38,7 +38,7 @@ export function requestLine(a: AttemptEntry): string {
   return `${d.method} ${d.host}${defaultPort ? '' : `:${d.port}`} ${d.path}`;
 }
 
-export function renderEntry(e: TrailEntry, ctx: RowContext): Html {
+export function renderEntry(e: TrailEntry, ctx: RowContext): SafeHtml {
   const id =
     e.type === 'attempt'
       ? `attempt-${e.attempt_id}`
@@ -47,7 +47,7 @@ export function renderEntry(e: TrailEntry, ctx: RowContext): Html {
         : e.type === 'observation'
           ? `observation-${e.observation_id}`
           : null;
-  let body: Html;
+  let body: SafeHtml;
   switch (e.type) {
     case 'decision':
       body = decisionBody(e, ctx);
@@ -69,20 +69,20 @@ export function renderEntry(e: TrailEntry, ctx: RowContext): Html {
 `;
 }
 
-function attemptRef(attemptId: string | null, attempts: ReadonlyMap<string, number>): Html {
+function attemptRef(attemptId: string | null, attempts: ReadonlyMap<string, number>): SafeHtml {
   if (attemptId === null) return html`-`;
   const n = attempts.get(attemptId);
   return n === undefined ? html`<code>${attemptId}</code>` : html`<a href="#attempt-${attemptId}">#${n}</a>`;
 }
 
-function runStep(runId: string, step: string | null, worker: string | null = null): Html {
+function runStep(runId: string, step: string | null, worker: string | null = null): SafeHtml {
   return html`run <a class="mono" href="${runHref(runId)}">${runId}</a>${step ? html` · step ${step}` : ''}${
     worker ? html` · worker <b class="worker">${worker}</b>` : ''
   }`;
 }
 
-function decisionBody(e: DecisionEntry, ctx: RowContext): Html {
-  const lines: Html[] = [
+function decisionBody(e: DecisionEntry, ctx: RowContext): SafeHtml {
+  const lines: SafeHtml[] = [
     html`<p class="head"><span class="kind">decision</span> <b>${e.verdict}</b>${e.reason ? html` (${e.reason})` : ''} · ${runStep(e.run_id, e.step)}</p>`,
   ];
   if (e.verdict === 'duplicate' && e.source_operation_id !== null) {
@@ -104,11 +104,11 @@ function decisionBody(e: DecisionEntry, ctx: RowContext): Html {
   return join(lines);
 }
 
-function attemptBody(e: AttemptEntry, ctx: RowContext): Html {
+function attemptBody(e: AttemptEntry, ctx: RowContext): SafeHtml {
   const base = ctx.base;
   const dispatch = e.dispatch_state ?? 'in flight';
   const line = requestLine(e);
-  const lines: Html[] = [
+  const lines: SafeHtml[] = [
     html`<p class="head"><span class="kind">attempt</span> <b>#${e.number}</b> <span class="badge d-${e.dispatch_state ?? 'inflight'}">${dispatch}</span>${
       base === null || line !== requestLine(base) ? html` <span class="wrap">${line}</span>` : ''
     }</p>`,
@@ -128,7 +128,7 @@ function attemptBody(e: AttemptEntry, ctx: RowContext): Html {
     );
   }
   // What the header does not already say for this attempt.
-  const differs: Html[] = [];
+  const differs: SafeHtml[] = [];
   if (base === null || e.destination.route !== base.destination.route)
     differs.push(html`route <code>${e.destination.route}</code>`);
   if (base === null || e.authority_ref !== base.authority_ref)
@@ -150,7 +150,7 @@ function attemptBody(e: AttemptEntry, ctx: RowContext): Html {
 }
 
 /** The response summary, its `ref …` a link when the reference is an http(s) URL. */
-function summaryHtml(e: AttemptEntry): Html {
+function summaryHtml(e: AttemptEntry): SafeHtml {
   const ref = e.destination_ref;
   const marker = ref === null ? '' : `ref ${ref}`;
   const at = ref === null || httpUrl(ref) === null ? -1 : e.response_summary.indexOf(marker);
@@ -162,8 +162,8 @@ function formatMs(ms: number): string {
   return `${Number.isInteger(ms) ? ms : ms.toFixed(1)} ms`;
 }
 
-function observationBody(e: ObservationEntry): Html {
-  const lines: Html[] = [
+function observationBody(e: ObservationEntry): SafeHtml {
+  const lines: SafeHtml[] = [
     html`<p class="head"><span class="kind">observation</span> ${e.kind}: <b>${e.result}</b></p>`,
   ];
   const f = e.facts as Record<string, unknown>;
@@ -209,7 +209,7 @@ export function evidenceRefs(f: Readonly<Record<string, unknown>>): unknown[] {
 }
 
 /** An operator's decision, a callback, a read-back or a note: who said what, and what it settled. */
-function outsideEvidence(e: ObservationEntry, f: Record<string, unknown>): Html {
+function outsideEvidence(e: ObservationEntry, f: Record<string, unknown>): SafeHtml {
   const refs = evidenceRefs(f);
   const said = html`by <b>${String(f['by'] ?? '?')}</b>${f['reason'] ? html`: ${String(f['reason'])}` : ''}${
     f['status'] === undefined ? '' : html` · status ${String(f['status'])}`
@@ -225,8 +225,8 @@ function outsideEvidence(e: ObservationEntry, f: Record<string, unknown>): Html 
   return html`<p class="wrap">${said}</p><p><b>${meaning}</b></p>`;
 }
 
-function approvalBody(e: ApprovalEntry, attempts: ReadonlyMap<string, number>): Html {
-  const lines: Html[] = [
+function approvalBody(e: ApprovalEntry, attempts: ReadonlyMap<string, number>): SafeHtml {
+  const lines: SafeHtml[] = [
     html`<p class="head"><span class="kind">approval</span> <b>${e.event}</b>${e.by ? html` by ${e.by}` : ''}${e.reason ? html`: ${e.reason}` : ''} <a class="muted mono" href="#approval-${e.approval_id}">(${e.approval_id})</a></p>`,
   ];
   if (e.planned_recovery) lines.push(html`<p class="wrap">planned: ${e.planned_recovery}</p>`);

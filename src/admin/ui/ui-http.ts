@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { parseName } from '../admin-input.js';
-import type { Html } from './html.js';
+import type { SafeHtml } from './html.js';
 
 /** Largest form body the pages read (an approval decision is a few hundred bytes). */
 export const MAX_FORM_BYTES = 16 * 1024;
@@ -44,7 +44,7 @@ export function sendHtml(
   req: IncomingMessage,
   res: ServerResponse,
   status: number,
-  page: Html,
+  page: SafeHtml,
   headers: Readonly<Record<string, string | string[]>> = {},
 ): void {
   if (res.headersSent || res.destroyed) return;

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { sameSecret } from '../../../../src/admin/admin-auth.js';
 import { parseKeyQuery } from '../../../../src/admin/index.js';
-import { escapeHtml, Html, html, join } from '../../../../src/admin/ui/html.js';
+import { escapeHtml, html, join, SafeHtml } from '../../../../src/admin/ui/html.js';
 import {
   cookieValue,
   csrfToken,
@@ -34,7 +34,7 @@ describe('escaping', () => {
   it('escapes every interpolation of html`` except markup built with it', () => {
     const inner = html`<b>${'<i>'}</b>`;
     const out = html`<p title="${'"><script>'}">${inner}${['<x>', 1, null, undefined, false]}</p>`;
-    expect(out).toBeInstanceOf(Html);
+    expect(out).toBeInstanceOf(SafeHtml);
     expect(out.text).toBe('<p title="&quot;&gt;&lt;script&gt;"><b>&lt;i&gt;</b>&lt;x&gt;1</p>');
     expect(join(['<a>', html`<br>`], ', ').text).toBe('&lt;a&gt;, <br>');
   });
