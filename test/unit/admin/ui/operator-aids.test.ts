@@ -139,6 +139,7 @@ const approval = (over: Partial<ApprovalRecord>): ApprovalRecord => ({
     path: '/p',
     route: 'POST h /p',
     fingerprint: 'sha256:x',
+    requestFingerprint: 'sha256:x',
     idempotencyHeader: null,
   },
   previousAttemptId: null,
