@@ -144,6 +144,14 @@ begin
       v_used := jsonb_build_object('id', v_card, 'state', 'used', 'approvedBy', v_grant.granted_by,
         'approvedAt', eg_iso(v_grant.granted_at), 'grantId', v_grant.id);
     end if;
+    -- One card per request (migration 0011): the cards of the other requests asked about a retry of
+    -- this attempt, which is no longer the next one once this retry (or fork) goes. Withdrawn, so a
+    -- later hold of such a request asks about the attempt it would then follow, on a new card.
+    update approvals set state = 'withdrawn', decided_at = coalesce(decided_at, now()),
+        reason = coalesce(reason || ' / ', '') || 'withdrawn: another request''s retry of this attempt went (decision '
+          || (p ->> 'decisionId') || ')'
+      where operation_id = v_op and state in ('requested', 'approved')
+        and id is distinct from coalesce(v_approval.id, v_card);
     if v_changed then
       update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,
         input_rounds = 0, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', created_at = now(),

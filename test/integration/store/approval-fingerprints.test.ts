@@ -125,6 +125,26 @@ for (const target of storeTargets()) {
       expect((await store.getOperation(first.operationId))?.attempts).toHaveLength(1);
     });
 
+    it("once a retry of the attempt went, another request's card is withdrawn: the next hold asks about the new attempt", async () => {
+      const key = newKey();
+      const first = await unknownOperation(store, key);
+      const held = await hold(store, key);
+      const other = await hold(store, key, changed);
+      await approve(store, held.approvalId);
+      const retry = await store.decide(reserve(newRun(), key));
+      expectVerdict(retry, 'allow');
+      expect(await store.getApproval(other.approvalId)).toMatchObject({ state: 'withdrawn' });
+      await store.recordOutcome(outcome(retry, key, 'unknown'));
+
+      const again = await hold(store, key, changed);
+      expect(again.approvalId).not.toBe(other.approvalId);
+      expect(again).toMatchObject({ previousAttemptId: retry.attemptId, requestChanged: true });
+      await approve(store, again.approvalId);
+      const fork = await store.decide(reserve(newRun(), key, { request: changed }));
+      expectVerdict(fork, 'allow');
+      expect(fork).toMatchObject({ attemptNumber: 1, supersedesOperationId: first.operationId });
+    });
+
     it('concurrent holds of two requests after one lost attempt: one card per request', async () => {
       const key = newKey();
       const first = await unknownOperation(store, key);
