@@ -189,6 +189,8 @@ export function approvalCard(a: ApprovalRecord): string[] {
     ...labelled('intent', printable(`${i.method} ${i.host} ${i.path}`)),
     ...labelled('key', truncate(keyText(i.keyValues), COLUMNS - 13)),
     ...labelled('previous', previous),
+    ...labelled('fingerprint', `${printable(i.fingerprint)} (the attempt whose outcome is unknown)`),
+    ...labelled('request', requestLine(a)),
     ...labelled('recovery', oneLine(a.plannedRecovery)),
     ...labelled('requested', `${printable(a.requestedAt)} by ${printable(a.requestedBy)}`),
     ...labelled('decided', decided),
@@ -205,6 +207,14 @@ export function approvalCard(a: ApprovalRecord): string[] {
     );
   }
   return lines;
+}
+
+/** The request the card lets go (its fingerprint): the lost attempt's, or a change. */
+function requestLine(a: ApprovalRecord): string {
+  const r = a.intent.requestFingerprint;
+  if (r === null) return 'not recorded (a card from before migration 0011): it lets no request go';
+  if (r === a.intent.fingerprint) return 'the same request (approving lets only it go)';
+  return `CHANGED: ${printable(r)} (same key values, another request; approving lets only it go)`;
 }
 
 function oneLine(text: string): string {

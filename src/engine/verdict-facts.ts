@@ -54,11 +54,23 @@ export function factsForDecision(
           : result.reconciliation === 'inconclusive'
             ? ' The gate tried to look at the destination, but the lookup gave no usable answer.'
             : '';
+      // An approval is for the request it was asked about (its fingerprint): say when this one is
+      // another request, and when the approval the agent may know of does not cover it.
+      const other = result.approvedRequest;
+      const changed = `${
+        result.requestChanged
+          ? ' This request differs from that attempt (same key values, another request fingerprint): it is a change, and approving it lets it go as a new operation.'
+          : ''
+      }${
+        other
+          ? ` Approval ${other.id} was given for another request with these key values and does not cover this one.`
+          : ''
+      }`;
       return {
         verdict: 'hold',
         status: 428,
         title: 'Retry of an unknown outcome needs approval',
-        detail: `An earlier attempt of this ${tool.effect} effect (tool ${tool.id}, operation ${result.operationId}) ended ${previous}: it may already have happened.${looked} Repeating it could do it twice, so the gate holds this retry and sent nothing. A person must approve it (approval ${result.approvalId})${last ? `; the last approval was ${last.state}${last.by ? ` by ${last.by}` : ''}${last.reason ? ` (${last.reason})` : ''}` : ''}. Do not retry until it is approved; check whether the effect happened.`,
+        detail: `An earlier attempt of this ${tool.effect} effect (tool ${tool.id}, operation ${result.operationId}) ended ${previous}: it may already have happened.${looked}${changed} Repeating it could do it twice, so the gate holds this retry and sent nothing. A person must approve it (approval ${result.approvalId})${last ? `; the last approval was ${last.state}${last.by ? ` by ${last.by}` : ''}${last.reason ? ` (${last.reason})` : ''}` : ''}. Do not retry until it is approved; check whether the effect happened.`,
         tool,
         decisionId: result.decisionId,
         operationId: result.operationId,
@@ -66,6 +78,8 @@ export function factsForDecision(
           approval_id: result.approvalId,
           previous_attempt_id: result.previousAttemptId,
           previous_dispatch_state: result.previousDispatchState,
+          request_changed: result.requestChanged,
+          ...(other ? { approved_request_id: other.id } : {}),
           operation_state: 'unknown',
           ...(result.reconciliation === null ? {} : { reconciliation: result.reconciliation }),
         },

@@ -162,7 +162,10 @@ export function toApproval(row: Selectable<ApprovalsTable> & { readonly expired:
     id: row.id,
     operationId: row.operation_id,
     state: (expired ? 'expired' : row.state) as ApprovalState,
-    intent: row.intent as unknown as ApprovalRecord['intent'],
+    intent: {
+      ...(row.intent as unknown as Omit<ApprovalRecord['intent'], 'requestFingerprint'>),
+      requestFingerprint: row.request_fingerprint ?? null,
+    },
     previousAttemptId: row.previous_attempt_id,
     previousDispatchState: row.previous_dispatch_state as DispatchState | null,
     previousStatus: row.previous_status,

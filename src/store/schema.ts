@@ -213,6 +213,8 @@ export interface ApprovalsTable {
   used_at: ColumnType<Date | null, never, never>;
   /** The session grant this card was used under (migration 0008), else null. */
   grant_id: string | null;
+  /** The fingerprint of the request the card is about (migration 0011); null: not recorded. */
+  request_fingerprint: string | null;
 }
 
 export interface GrantsTable {

@@ -253,6 +253,13 @@ export type DecideResult =
       readonly approvalId: string;
       readonly previousAttemptId: string | null;
       readonly previousDispatchState: DispatchState | null;
+      /** This request's fingerprint differs from the unknown attempt's: same key values, another request. */
+      readonly requestChanged: boolean;
+      /**
+       * An approval given for ANOTHER request of the same attempt (another fingerprint), still
+       * usable: it does not cover this one, which is held on its own card (`approvalId`). Else `null`.
+       */
+      readonly approvedRequest: { readonly id: string; readonly fingerprint: string | null } | null;
       /** The last decided approval of this operation when it was denied, revoked or expired; else `null`. */
       readonly lastApproval: {
         readonly id: string;
@@ -419,7 +426,16 @@ export interface ApprovalRecord {
     readonly host: string;
     readonly path: string;
     readonly route: string;
+    /** The request fingerprint of the attempt whose outcome is unknown (the one to be retried). */
     readonly fingerprint: string;
+    /**
+     * The fingerprint of the request this card is about, the only request it can let go (migration
+     * 0011): the held proposal's, or the lost attempt's for a card opened by recovery. It differs
+     * from `fingerprint` when the request changed (same key values, another body): approving it
+     * lets that changed request go as a new operation. `null`: a card recorded before 0011 for a
+     * changed request whose fingerprint was never recorded; it lets no request go.
+     */
+    readonly requestFingerprint: string | null;
     /** The idempotency header the retry will carry (value = operation id), or `null`. */
     readonly idempotencyHeader: string | null;
   };

@@ -34,6 +34,17 @@ function approvalAction(id: string, action: 'approve' | 'deny' | 'revoke'): stri
   return `/ui/approvals/${encodeURIComponent(id)}/${action}`;
 }
 
+/** The request the card lets go (its fingerprint), and whether it changed from the lost attempt's. */
+function requestFacts(a: ApprovalRecord): SafeHtml {
+  const lost = a.intent.fingerprint;
+  const r = a.intent.requestFingerprint;
+  if (r === null)
+    return html`<span class="muted">not recorded (a card from before migration 0011): it lets no request go</span> · lost attempt <code>${lost}</code>`;
+  if (r === lost)
+    return html`the same request as the attempt whose outcome is unknown: <code>${r}</code> <span class="muted">(approving lets only it go)</span>`;
+  return html`<b>CHANGED</b>: <code>${r}</code>; the attempt whose outcome is unknown was <code>${lost}</code> <span class="muted">(same key values, another request; approving lets only it go, as a new operation)</span>`;
+}
+
 export function renderApprovalCard(a: ApprovalRecord, options: CardOptions): SafeHtml {
   const i = a.intent;
   const previous = [
@@ -79,6 +90,7 @@ export function renderApprovalCard(a: ApprovalRecord, options: CardOptions): Saf
   <dt>intent</dt><dd class="wrap">${i.toolId} · ${i.scope.tenant} / ${i.scope.area} / ${i.scope.agent}<br><code>${i.method} ${i.host} ${i.path}</code></dd>
   <dt>key values</dt><dd class="wrap"><code>${keyText(i.keyValues)}</code></dd>
   <dt>idempotency</dt><dd class="wrap">${i.idempotencyHeader === null ? html`<span class="muted">none: the destination cannot deduplicate the retry</span>` : html`<code>${i.idempotencyHeader}: ${a.operationId}</code>`}</dd>
+  <dt>request</dt><dd class="wrap">${requestFacts(a)}</dd>
   <dt>previous dispatch</dt><dd>${previous}${a.previousAttemptId === null ? '' : html` <span class="muted">(attempt <code>${a.previousAttemptId}</code>)</span>`}</dd>
   <dt>planned recovery</dt><dd class="wrap">${a.plannedRecovery}</dd>
   <dt>requested</dt><dd class="wrap"><time datetime="${a.requestedAt}">${displayTime(a.requestedAt)}</time> by ${a.requestedBy}</dd>

@@ -57,7 +57,8 @@ begin
   v_rule := coalesce(v_op.unknown_rule, p -> 'rules' ->> v_op.tool_id, 'hold');
   if v_key_owned and v_rule = 'hold' then
     v_att.dispatch_state := 'sent_no_response';
-    select * into v_approval from eg_request_approval(v_op.id, v_att, 'recovery:' || coalesce(v_me, 'cli'), false);
+    select * into v_approval from eg_request_approval(v_op.id, v_att, 'recovery:' || coalesce(v_me, 'cli'),
+      v_att.request ->> 'fingerprint');
     v_approval_id := v_approval.o_id;
   end if;
   perform eg_append_event(v_op.id, 'attempt.recovered', v_op.id, '{"input":' || json_build_object(

@@ -6,7 +6,9 @@
 -- approval request.
 -- A materially changed request is never an honored retry (the same key with another body is not
 -- the same call): after reconciliation or approval it forks a new operation that supersedes this
--- one, which stays unknown. Returns null when the key left the unknown state before it was
+-- one, which stays unknown. An approval is for that very request (migration 0011): only a proposal
+-- with the fingerprint its card was asked about may use it; any other is held on its own card,
+-- which says it changed. Returns null when the key left the unknown state before it was
 -- locked: the caller looks again. p_lost: the facts of a reservation this very call found expired
 -- without an outcome (eg_expire), recorded in the decision's event; null otherwise.
 create or replace function eg_unknown(p jsonb, p_input text, p_key dedupe_keys, p_expires_at timestamptz,
@@ -34,10 +36,11 @@ declare
   v_source json;
   v_request record;
   v_keyed boolean;
+  v_fingerprint text := p -> 'request' ->> 'fingerprint';
+  v_other approvals%rowtype;
 begin
   select * into v_prev from attempts where id = p_key.attempt_id;
-  v_changed := v_prev.id is not null
-    and (v_prev.request ->> 'fingerprint') is distinct from (p -> 'request' ->> 'fingerprint');
+  v_changed := v_prev.id is not null and (v_prev.request ->> 'fingerprint') is distinct from v_fingerprint;
   if v_rec is null and v_rule = 'reconcile' then
     return json_build_object('verdict', 'reconcile', 'decisionId', null, 'operationId', p_key.operation_id,
       'attemptId', p_key.attempt_id);
@@ -50,6 +53,7 @@ begin
   v_op := v_key.operation_id;
   if v_key.attempt_id is distinct from p_key.attempt_id then
     select * into v_prev from attempts where id = v_key.attempt_id;
+    v_changed := v_prev.id is not null and (v_prev.request ->> 'fingerprint') is distinct from v_fingerprint;
   end if;
   select state, idempotency_header is not null into v_op_state, v_keyed from operations where id = v_op for update;
 
@@ -96,10 +100,11 @@ begin
     v_decision := 'destination_idempotency_honored';
   else
     -- An approval is of that very retry (DESIGN.md §3): of the attempt it was asked about, which
-    -- must still be the key's latest.
+    -- must still be the key's latest, and of the request it was asked about (its fingerprint): the
+    -- same key values with another body (another payee) is another request a person never saw.
     select * into v_approval from approvals
       where operation_id = v_op and state = 'approved' and (expires_at is null or expires_at > now())
-        and previous_attempt_id is not distinct from v_key.attempt_id
+        and previous_attempt_id is not distinct from v_key.attempt_id and request_fingerprint = v_fingerprint
       order by decided_at limit 1 for update;
     if found then
       v_decision := 'operator_approved';
@@ -132,13 +137,21 @@ begin
         'approvedAt', eg_iso(v_approval.decided_at));
     elsif v_grant.id is not null then
       -- The retry's card (the open request, or a new one) is used under the grant and names it.
-      select o_id into v_card from eg_request_approval(v_op, v_prev, 'grant:' || v_grant.id, v_changed);
+      select o_id into v_card from eg_request_approval(v_op, v_prev, 'grant:' || v_grant.id, v_fingerprint);
       update approvals set state = 'used', decided_by = v_grant.granted_by, decided_at = now(),
         reason = v_grant.reason, grant_id = v_grant.id, used_by_attempt_id = p ->> 'newAttemptId', used_at = now()
         where id = v_card;
       v_used := jsonb_build_object('id', v_card, 'state', 'used', 'approvedBy', v_grant.granted_by,
         'approvedAt', eg_iso(v_grant.granted_at), 'grantId', v_grant.id);
     end if;
+    -- One card per request (migration 0011): the cards of the other requests asked about a retry of
+    -- this attempt, which is no longer the next one once this retry (or fork) goes. Withdrawn, so a
+    -- later hold of such a request asks about the attempt it would then follow, on a new card.
+    update approvals set state = 'withdrawn', decided_at = coalesce(decided_at, now()),
+        reason = coalesce(reason || ' / ', '') || 'withdrawn: another request''s retry of this attempt went (decision '
+          || (p ->> 'decisionId') || ')'
+      where operation_id = v_op and state in ('requested', 'approved')
+        and id is distinct from coalesce(v_approval.id, v_card);
     if v_changed then
       update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,
         input_rounds = 0, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', created_at = now(),
@@ -159,7 +172,7 @@ begin
   -- (migration 0010): it sends the request anyway, so a card would ask a person about a retry that
   -- already happened; the would_hold decision is the record of what enforce mode would have asked.
   if p ->> 'mode' is distinct from 'shadow' then
-    select * into v_request from eg_request_approval(v_op, v_prev, 'decision:' || (p ->> 'decisionId'), v_changed);
+    select * into v_request from eg_request_approval(v_op, v_prev, 'decision:' || (p ->> 'decisionId'), v_fingerprint);
   else
     select null::text as o_id, false as o_created into v_request;
   end if;
@@ -172,16 +185,27 @@ begin
       or (v_last.state = 'approved' and v_last.expires_at <= now())) then
     v_last := null;
   end if;
+  -- An approval a person gave for another request of this attempt, still usable: this proposal is
+  -- not the request she approved, so the agent and the trail are told it does not cover it.
+  select * into v_other from approvals
+    where operation_id = v_op and state = 'approved' and (expires_at is null or expires_at > now())
+      and previous_attempt_id is not distinct from v_key.attempt_id
+      and request_fingerprint is distinct from v_fingerprint
+    order by decided_at desc limit 1;
   perform eg_decided(p, p_input, 'hold', 'outcome_unknown', v_op, null, v_key.key_hash, null, json_build_object(
     'approval', json_build_object('id', v_request.o_id, 'created', v_request.o_created),
     'previousAttempt', json_build_object('id', v_prev.id, 'number', v_prev.number,
-      'dispatchState', v_prev.dispatch_state, 'status', v_prev.status),
-    'requestChanged', v_changed,
+      'dispatchState', v_prev.dispatch_state, 'status', v_prev.status, 'fingerprint', v_prev.request ->> 'fingerprint'),
+    'requestChanged', v_changed, 'fingerprint', v_fingerprint,
+    'approvedRequest', case when v_other.id is not null then json_build_object('id', v_other.id,
+      'fingerprint', v_other.request_fingerprint) end,
     'lastApproval', case when v_last.id is not null then json_build_object('id', v_last.id,
       'state', case when v_last.state = 'approved' then 'expired' else v_last.state end) end,
     'observation', v_obs, 'outcomeLost', p_lost));
   return json_build_object('verdict', 'hold', 'decisionId', p ->> 'decisionId', 'operationId', v_op,
     'approvalId', v_request.o_id, 'previousAttemptId', v_prev.id, 'previousDispatchState', v_prev.dispatch_state,
+    'requestChanged', v_changed, 'approvedRequest', case when v_other.id is not null then json_build_object(
+      'id', v_other.id, 'fingerprint', v_other.request_fingerprint) end,
     'lastApproval', case when v_last.id is not null then json_build_object('id', v_last.id,
       'state', case when v_last.state = 'approved' then 'expired' else v_last.state end,
       'by', coalesce(v_last.revoked_by, v_last.decided_by), 'reason', v_last.reason) end,

@@ -115,6 +115,8 @@ export const VERDICT_EXAMPLES: Readonly<Record<string, () => GateResponse>> = {
           approvalId: APPROVAL,
           previousAttemptId: ATTEMPT,
           previousDispatchState: 'sent_no_response',
+          requestChanged: false,
+          approvedRequest: null,
           lastApproval: null,
           reconciliation: null,
         },

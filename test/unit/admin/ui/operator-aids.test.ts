@@ -1,9 +1,10 @@
 /**
  * What the pages add for an operator (issue 14 item 8): destination references as safe links, the
  * duplicate count per listed operation, and the confirmation after a form (only for a record that
- * really is one, worded from the record).
+ * really is one, worded from the record), and which request an approval card lets go.
  */
 import { describe, expect, it } from 'vitest';
+import { renderApprovalCard } from '../../../../src/admin/ui/approvals-page.js';
 import {
   approvalConfirmation,
   resolutionConfirmation,
@@ -11,6 +12,7 @@ import {
 } from '../../../../src/admin/ui/confirmation.js';
 import { httpUrl, refHtml } from '../../../../src/admin/ui/links.js';
 import { renderOperationsPage } from '../../../../src/admin/ui/operations-page.js';
+import { approvalCard } from '../../../../src/cli/approvals-command.js';
 import type { ApprovalRecord, ObservationRecord, OperationRecord } from '../../../../src/store/index.js';
 
 describe('destination references as links', () => {
@@ -139,6 +141,7 @@ const approval = (over: Partial<ApprovalRecord>): ApprovalRecord => ({
     path: '/p',
     route: 'POST h /p',
     fingerprint: 'sha256:x',
+    requestFingerprint: 'sha256:x',
     idempotencyHeader: null,
   },
   previousAttemptId: null,
@@ -157,6 +160,36 @@ const approval = (over: Partial<ApprovalRecord>): ApprovalRecord => ({
   usedAt: null,
   grantId: null,
   ...over,
+});
+
+describe('an approval card names the request it lets go (its fingerprint)', () => {
+  const cards = (a: ApprovalRecord): [string, string] => [
+    renderApprovalCard(a, { csrf: 'c', back: '/ui/approvals', showOperation: true }).text,
+    approvalCard(a).join('\n'),
+  ];
+
+  it('the same request as the lost attempt', () => {
+    for (const text of cards(approval({}))) {
+      expect(text).toContain('the same request');
+      expect(text).not.toContain('CHANGED');
+    }
+  });
+
+  it('a changed request: CHANGED, with both fingerprints', () => {
+    const changed = approval({
+      intent: { ...approval({}).intent, requestFingerprint: 'sha256:payee-mallory' },
+    });
+    for (const text of cards(changed)) {
+      expect(text).toContain('CHANGED');
+      expect(text).toContain('sha256:payee-mallory');
+      expect(text).toContain('sha256:x');
+    }
+  });
+
+  it('a card recorded before migration 0011 for a change whose request is unknown lets nothing go', () => {
+    const legacy = approval({ intent: { ...approval({}).intent, requestFingerprint: null } });
+    for (const text of cards(legacy)) expect(text).toContain('lets no request go');
+  });
 });
 
 describe('confirmations', () => {
