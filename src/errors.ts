@@ -84,7 +84,8 @@ export const ERROR_CODES = {
   EG_ERR_BODY_UNREADABLE: {
     status: 415,
     type: 'body_unreadable',
-    summary: 'A request to a route whose tools are chosen by its body carries a body the gate cannot read.',
+    summary:
+      'A governed body the gate cannot read one way only: JSON under a label some servers do not read as JSON, an irregular multipart body, or a body it cannot read on a route whose tools are chosen by their body.',
   },
   EG_ERR_DESTINATION_REFUSED: {
     status: 403,
@@ -98,7 +99,7 @@ export const ERROR_CODES = {
     // MCP routing headers that name another call than the body (MCP 2026-07-28 requires 400).
     variants: { headers_disagree: { status: 400, type: 'headers_disagree' } },
     summary:
-      'A governed request gives one argument twice (a JSON member, or a query parameter or form field a key path reads), or MCP routing headers that disagree with its body.',
+      'A governed request gives one argument twice (a JSON member, also under Unicode case folding, or a query parameter or form field a key path reads), a key member only under folded names, or MCP routing headers that disagree with its body.',
   },
   EG_ERR_BAD_REQUEST: {
     status: 400,
@@ -115,7 +116,7 @@ export const ERROR_CODES = {
     status: 400,
     type: 'ambiguous_route',
     summary:
-      'A request to a governed host would reach a tool only under a lenient reading of its path (`\\`, case, `;params`, `//`, `%2F`).',
+      'Servers may route the request to a tool the gate would not (a lenient reading of its path: `\\`, case, `;params`, `//`, `%2F`, a format suffix), with other key captures, or to two governed routes (method overrides that disagree).',
   },
   EG_ERR_UPSTREAM_FAILED: {
     status: 502,
