@@ -59,7 +59,8 @@ export class NamedAddresses {
 
   /** Whether `host` (canonical) must be looked up before a request to it can be classified. */
   pending(host: string, port: number): boolean {
-    if (this.#o.mode === 'off' || isIpLiteral(host) || !this.#o.addressesGovernedOn(port)) return false;
+    // Cheapest first: most policy sets name no host by address, and then nothing else is read.
+    if (!this.#o.addressesGovernedOn(port) || this.#o.mode === 'off' || isIpLiteral(host)) return false;
     const answer = this.#answers.get(host);
     return answer === undefined || Date.now() - answer.at > this.#ttlMs;
   }

@@ -39,6 +39,8 @@ export class Classifier {
   /** Tools whose matcher was not compiled by this module (hand-built sets): checked one by one. */
   readonly #opaque: Tool[] = [];
   readonly #rank = new Map<Tool, number>();
+  /** The exact entries whose host is an IP literal (usually none). */
+  readonly #byAddress: [string, Entry[]][] = [];
   /** Per tool, the path captures its key (and reconcile lookup) reads: what a lenient reading may not change. */
   readonly #keyed = new Map<Tool, ReadonlySet<string>>();
 
@@ -72,6 +74,7 @@ export class Classifier {
         else existing.patterns.push(pattern);
       }
     }
+    for (const [host, entries] of this.#exact) if (isIpLiteral(host)) this.#byAddress.push([host, entries]);
   }
 
   /** Tools whose host, method and path match the request head (no body needed), in selection order. */
@@ -174,9 +177,8 @@ export class Classifier {
    * port must be resolved before it is classified (it may be that address under another name).
    */
   readonly addressesGovernedOn = (port: number): boolean => {
-    for (const [host, entries] of this.#exact) {
-      if (isIpLiteral(host) && anyEntryOnPort(entries, host, port)) return true;
-    }
+    // Checked for every request to a name: a short list, empty unless some tool names an address.
+    for (const [host, entries] of this.#byAddress) if (anyEntryOnPort(entries, host, port)) return true;
     return false;
   };
 
