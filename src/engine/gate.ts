@@ -36,6 +36,7 @@ import type { PolicyGeneration } from './policy-generation.js';
 import {
   ambiguousRouteResponse,
   asJsonRpcError,
+  destinationRefusedResponse,
   problemResponse,
   renderStoreUnavailable,
   transportProblem,
@@ -784,7 +785,15 @@ export class Gate implements GateHandler {
   }
 
   #relay(sent: UpstreamResult, facts: VerdictFacts | null): GateResponse {
-    if (sent.kind === 'failure') return upstreamFailedResponse(sent.error, sent.timedOut);
+    if (sent.kind === 'failure') {
+      // A relayed request the egress rules stopped is refused (403), as on the streaming path.
+      if (sent.error === 'EG_ERR_DESTINATION_REFUSED') {
+        return destinationRefusedResponse(
+          'its destination address is denied (egress.deny); nothing reached it',
+        );
+      }
+      return upstreamFailedResponse(sent.error, sent.timedOut);
+    }
     // The destination never speaks in the gate's namespace (gate-headers.ts).
     const headers = withoutGateHeaders(sent.headers);
     const all = facts === null ? headers : { ...headers, ...verdictHeaders(facts) };

@@ -253,34 +253,43 @@ export class ConnectTunnel {
       // The CONNECT is answered; until the client says something decisive the tunnel is idle.
       this.#activity?.idle(client);
       peekTunnel(client, head, upstream, this.#limits.tunnelPeekTimeoutMs, (peeked) => {
-        const carries = this.#carries(peeked, routing);
-        switch (carries.kind) {
-          case 'relay':
-            state = 'relaying';
-            this.#activity?.busy(client);
-            // Every byte either way is a read or a write on `upstream`: its timer is the tunnel's.
-            upstream.setTimeout(this.#limits.tunnelIdleTimeoutMs, () => {
-              this.#counters.increment('tunnelsIdleClosed');
+        // An SNI the gate must resolve first (a tool names a host by address on this port) is
+        // decided once its answer is in, as the CONNECT's own authority was.
+        const sni =
+          peeked.kind === 'tls' && peeked.serverName !== null ? normalizeHost(peeked.serverName) : null;
+        const pending = sni === null ? null : (this.#gate.prepare?.(sni, routing.authority.port) ?? null);
+        const go = (): void => {
+          const carries = this.#carries(peeked, routing);
+          switch (carries.kind) {
+            case 'relay':
+              state = 'relaying';
+              this.#activity?.busy(client);
+              // Every byte either way is a read or a write on `upstream`: its timer is the tunnel's.
+              upstream.setTimeout(this.#limits.tunnelIdleTimeoutMs, () => {
+                this.#counters.increment('tunnelsIdleClosed');
+                upstream.destroy();
+                client.destroy();
+              });
+              relay(client, upstream);
+              return;
+            case 'close':
+              this.#close(client, upstream, peeked, routing, carries);
+              return;
+            case 'intercept':
+              state = 'serving';
               upstream.destroy();
-              client.destroy();
-            });
-            relay(client, upstream);
-            return;
-          case 'close':
-            this.#close(client, upstream, peeked, routing, carries);
-            return;
-          case 'intercept':
-            state = 'serving';
-            upstream.destroy();
-            this.#intercept(client, carries.authority, who);
-            return;
-          case 'serve':
-            state = 'serving';
-            upstream.destroy();
-            this.#tunnels.add(client, { ...authority, scheme: 'http' }, who);
-            this.#serveHttp(client);
-            return;
-        }
+              this.#intercept(client, carries.authority, who);
+              return;
+            case 'serve':
+              state = 'serving';
+              upstream.destroy();
+              this.#tunnels.add(client, { ...authority, scheme: 'http' }, who);
+              this.#serveHttp(client);
+              return;
+          }
+        };
+        if (pending === null) go();
+        else void pending.then(go, go);
       });
     });
     upstream.on('error', (err) => {

@@ -161,13 +161,15 @@ describe('CONNECT through the proxy binary (pglite)', () => {
   it('relays TLS to a host no tool names byte for byte, and refuses TLS to a governed one it cannot read', async () => {
     const cert = selfSignedCert();
     const secure = await startUpstream(reply(200, { secure: true }), { tls: cert });
+    // 127.0.0.2: an address no tool names (localhost is 127.0.0.1 to the gate, which tools name).
+    const elsewhere = await startUpstream(reply(200, { secure: true }), { tls: cert, host: '127.0.0.2' });
     const tlsProxy = await startProxyProcess([
       '--policies',
       POLICIES,
       '--store',
       `pglite:${join(dir, 'store-tls')}`,
       '--allow-connect-ports',
-      String(secure.port),
+      `${secure.port},${elsewhere.port}`,
       '--admin',
       '127.0.0.1:0',
     ]);
@@ -180,9 +182,10 @@ describe('CONNECT through the proxy binary (pglite)', () => {
       // Counted where an operator looks: the admin server's /metrics.
       const metrics = await (await fetch(`${tlsProxy.adminUrl}/metrics`)).text();
       expect(metrics).toContain('effectgate_proxy_events_total{event="tunnels_refused_sni_ungovernable"} 1');
-      // `localhost` is a name no tool uses: relayed.
-      const raw = await openTunnel(tlsProxy.port, `localhost:${secure.port}`);
-      const tls = tlsConnect({ socket: raw, servername: 'localhost', ca: cert.cert });
+      // 127.0.0.2 is an address no tool names: relayed, byte for byte.
+      const raw = await openTunnel(tlsProxy.port, `127.0.0.2:${elsewhere.port}`);
+      // No SNI (an IP literal): a name in it would be routed too, and localhost is 127.0.0.1.
+      const tls = tlsConnect({ socket: raw, host: '127.0.0.2', ca: cert.cert });
       await once(tls, 'secureConnect');
       expect(tls.getPeerCertificate().fingerprint256).toBe(new X509Certificate(cert.cert).fingerprint256);
       tls.end('GET /secure HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
@@ -190,17 +193,19 @@ describe('CONNECT through the proxy binary (pglite)', () => {
       for await (const chunk of tls) text += String(chunk);
       expect(text).toMatch(/^HTTP\/1\.1 200 /);
       expect(text).toContain('{"secure":true}');
-      expect(secure.requests.map((r) => r.url)).toEqual(['/secure']);
+      expect(elsewhere.requests.map((r) => r.url)).toEqual(['/secure']);
     } finally {
       await tlsProxy.stop();
       await secure.close();
+      await elsewhere.close();
     }
   });
 });
 
 describe('CONNECT with default: block (proxy binary, pglite)', () => {
   it('refuses a tunnel to a host no tool names, before any byte reaches it', async () => {
-    const target = await startUpstream(reply());
+    // 127.0.0.2: an address no tool names (localhost would be 127.0.0.1, which a tool names).
+    const target = await startUpstream(reply(), { host: '127.0.0.2' });
     const dir = mkdtempSync(join(tmpdir(), 'effectgate-e2e-connect-block-'));
     const proxy = await startProxyProcess([
       '--policies',
@@ -212,13 +217,13 @@ describe('CONNECT with default: block (proxy binary, pglite)', () => {
     ]);
     const socket = netConnect(proxy.port, '127.0.0.1');
     try {
-      socket.write(`CONNECT localhost:${target.port} HTTP/1.1\r\nHost: localhost:${target.port}\r\n\r\n`);
+      socket.write(`CONNECT 127.0.0.2:${target.port} HTTP/1.1\r\nHost: 127.0.0.2:${target.port}\r\n\r\n`);
       const text = await collect(socket).until(() => false);
       expect(text).toMatch(/^HTTP\/1\.1 403 /);
       expect(text).toMatch(/\r\ncontent-type: application\/problem\+json/i);
       const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
       expect(body).toMatchObject({ status: 403, verdict: 'block' });
-      expect(String(body['detail'])).toContain('localhost');
+      expect(String(body['detail'])).toContain('127.0.0.2');
       expect(target.connections()).toBe(0);
     } finally {
       socket.destroy();

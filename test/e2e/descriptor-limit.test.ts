@@ -1,8 +1,9 @@
 /**
- * The real `effectgate proxy` under a small file-descriptor limit (`ulimit -n 256`): its
+ * The real `effectgate proxy` under a small file-descriptor limit (`ulimit -n 512`): its
  * connection caps fit under the limit, so one agent's idle CONNECT tunnels (two descriptors each:
- * client and destination) are answered or refused clearly and never take the descriptors every
- * other request needs (no EMFILE, no reset).
+ * client and destination; 300 of them need more than the limit) are answered or refused clearly
+ * and never take the descriptors every other request needs (no EMFILE, no reset). 512, not less:
+ * Node's module loader opens the gate's modules concurrently at start, some 300 files at once.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -14,7 +15,7 @@ import { type ProxyProcess, startProxyProcess } from '../helpers/proxy-process.j
 import { startUpstream, type Upstream } from '../helpers/upstream.js';
 
 const POLICIES = new URL('../fixtures/e2e-policies/', import.meta.url).pathname;
-const TUNNELS = 150;
+const TUNNELS = 300;
 
 const dir = mkdtempSync(join(tmpdir(), 'effectgate-descriptors-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -65,7 +66,7 @@ function getVia(port: number, localAddress: string, target: string): Promise<str
   });
 }
 
-describe('effectgate proxy under ulimit -n 256', () => {
+describe('effectgate proxy under ulimit -n 512', () => {
   it(`answers ${TUNNELS} idle tunnels from one agent without starving a plain request`, async () => {
     upstream = await startUpstream();
     const authority = `127.0.0.1:${upstream.port}`;
@@ -82,7 +83,7 @@ describe('effectgate proxy under ulimit -n 256', () => {
         '5m',
       ],
       {},
-      'ulimit -n 256',
+      'ulimit -n 512',
     );
 
     const answers = new Map<string, number>();

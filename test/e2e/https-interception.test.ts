@@ -62,6 +62,8 @@ function collect(tls: TLSSocket): (done: (text: string) => boolean) => Promise<s
 
 describe('HTTPS interception through the proxy binary (pglite)', () => {
   let upstream: Upstream;
+  /** On 127.0.0.2: an address no tool names (localhost is 127.0.0.1 to the gate, which tools name). */
+  let elsewhere: Upstream;
   let proxy: ProxyProcess;
   let dir: string;
   let caPem: string;
@@ -77,13 +79,17 @@ describe('HTTPS interception through the proxy binary (pglite)', () => {
     upstream = await startUpstream(reply(201, { html_url: 'https://issues.example.test/1' }), {
       tls: upstreamCert,
     });
+    elsewhere = await startUpstream(reply(201, { html_url: 'https://issues.example.test/1' }), {
+      tls: upstreamCert,
+      host: '127.0.0.2',
+    });
     proxy = await startProxyProcess([
       '--policies',
       POLICIES,
       '--store',
       `pglite:${join(dir, 'store')}`,
       '--allow-connect-ports',
-      String(upstream.port),
+      `${upstream.port},${elsewhere.port}`,
       '--ca-dir',
       join(dir, 'ca'),
       '--upstream-ca',
@@ -94,6 +100,7 @@ describe('HTTPS interception through the proxy binary (pglite)', () => {
   afterAll(async () => {
     await proxy?.stop();
     await upstream?.close();
+    await elsewhere?.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -205,7 +212,7 @@ describe('HTTPS interception through the proxy binary (pglite)', () => {
   });
 
   it('relays TLS to a host no tool names: the client sees the upstream certificate', async () => {
-    const before = upstream.requests.length;
+    const before = elsewhere.requests.length;
     const { stdout, stderr } = await run('curl', [
       '-s',
       '-v',
@@ -213,16 +220,17 @@ describe('HTTPS interception through the proxy binary (pglite)', () => {
       join(dir, 'upstream.pem'),
       '-x',
       proxy.url,
-      `https://localhost:${upstream.port}/plain`,
+      `https://127.0.0.2:${elsewhere.port}/plain`,
     ]);
     expect(stdout).toContain('issues.example.test');
-    expect(upstream.requests.at(-1)?.url).toBe('/plain');
+    expect(elsewhere.requests.at(-1)?.url).toBe('/plain');
     expect(stderr).toMatch(/issuer: CN=localhost/);
     expect(stderr).not.toContain('effectgate local CA');
-    expect(upstream.requests.length).toBe(before + 1);
+    expect(elsewhere.requests.length).toBe(before + 1);
 
-    const raw = await openTunnel(proxy.port, `localhost:${upstream.port}`);
-    const tls = tlsConnect({ socket: raw, servername: 'localhost', ca: upstreamCert.cert });
+    const raw = await openTunnel(proxy.port, `127.0.0.2:${elsewhere.port}`);
+    // No SNI (an IP literal): a name in it would be routed too, and localhost is 127.0.0.1.
+    const tls = tlsConnect({ socket: raw, host: '127.0.0.2', ca: upstreamCert.cert });
     await once(tls, 'secureConnect');
     expect(tls.getPeerCertificate().fingerprint256).toBe(
       new X509Certificate(upstreamCert.cert).fingerprint256,

@@ -311,12 +311,14 @@ for (const target of storeTargets()) {
       const a = await request(`${upstream.url}/notify`, {
         method: 'POST',
         dispatcher: agent,
+        headers: { 'content-type': 'application/json' },
         body: '{"to":"ops"}',
       });
       await a.body.text();
       const b = await request(`${upstream.url}/notify`, {
         method: 'POST',
         dispatcher: agent,
+        headers: { 'content-type': 'application/json' },
         body: '{"to":"ops"}',
       });
       await b.body.text();
@@ -437,6 +439,7 @@ describe('default: block', () => {
       const ok = await request(`${upstream.url}/repos/a/b/issues`, {
         method: 'POST',
         dispatcher: agent,
+        headers: { 'content-type': 'application/json' },
         body: '{"title":"t"}',
       });
       expect(ok.statusCode).toBe(201);
@@ -450,6 +453,7 @@ describe('default: block', () => {
         const dup = await request(`${upstream.url}/repos/a/b/issues`, {
           method: 'POST',
           dispatcher: tunnel,
+          headers: { 'content-type': 'application/json' },
           body: '{"title":"t"}',
         });
         expect(dup.statusCode).toBe(409);

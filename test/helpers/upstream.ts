@@ -31,6 +31,11 @@ export type UpstreamHandler = (
 export interface UpstreamOptions {
   /** Serve HTTPS with this key pair (see `selfSignedCert()`). */
   readonly tls?: { readonly key: string; readonly cert: string };
+  /**
+   * The loopback address to listen on (default 127.0.0.1). Another one (127.0.0.2) is a host no
+   * tool on 127.0.0.1 names, under any name: `localhost` is 127.0.0.1 to the gate too.
+   */
+  readonly host?: string;
 }
 
 export interface Upstream {
@@ -126,7 +131,7 @@ export interface SelfSignedCert {
 
 let cachedCert: SelfSignedCert | undefined;
 
-/** A self-signed certificate for `localhost` and `127.0.0.1`, made once per process with openssl. */
+/** A self-signed certificate for `localhost`, `127.0.0.1` and `127.0.0.2`, made once per process with openssl. */
 export function selfSignedCert(): SelfSignedCert {
   if (cachedCert !== undefined) return cachedCert;
   const dir = mkdtempSync(join(tmpdir(), 'effectgate-cert-'));
@@ -139,7 +144,7 @@ export function selfSignedCert(): SelfSignedCert {
         '-subj',
         '/CN=localhost',
         '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2',
       ]),
       { stdio: 'ignore' },
     );
@@ -180,10 +185,11 @@ export async function startUpstream(
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`,
+    url: `${options.tls === undefined ? 'http' : 'https'}://${host}:${port}`,
     port,
     requests,
     connections: () => connections,

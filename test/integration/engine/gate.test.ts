@@ -297,6 +297,7 @@ describe('store outage', () => {
       const governed = await request(`${upstream.url}/items`, {
         method: 'POST',
         dispatcher: agent,
+        headers: { 'content-type': 'application/json' },
         body: '{"name":"n"}',
       });
       expect(governed.statusCode).toBe(503);

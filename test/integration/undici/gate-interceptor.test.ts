@@ -221,6 +221,7 @@ describe('gateInterceptor with a real engine and store', () => {
     const res = await request(`${url}/repos/acme/api/issues`, {
       dispatcher: inRun('r-refused'),
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ title: 'refused' }),
     });
     expect(res.statusCode).toBe(502);
@@ -233,6 +234,7 @@ describe('gateInterceptor with a real engine and store', () => {
       const res = await request(`${cutter.url}/repos/acme/api/issues`, {
         dispatcher: inRun('r-cut'),
         method: 'POST',
+        headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ title: 'cut' }),
       });
       expect(res.statusCode).toBe(502);
