@@ -41,7 +41,10 @@ function place(into: Record<string, unknown>, path: readonly string[], value: un
     const step = path[i]!;
     const last = i === path.length - 1;
     if (Array.isArray(at)) {
-      if (step !== '') return markConflict(into, path[0]!);
+      if (step !== '') {
+        markConflict(into, path[0]!);
+        return;
+      }
       if (last) at.push(value);
       else {
         const next = {};
@@ -54,7 +57,10 @@ function place(into: Record<string, unknown>, path: readonly string[], value: un
     if (last) {
       if (existing !== undefined) {
         // A repeat of a plain name keeps the last, as Rails and PHP do; members and a value clash.
-        if (typeof existing === 'object' && existing !== null) return markConflict(into, path[0]!);
+        if (typeof existing === 'object' && existing !== null) {
+          markConflict(into, path[0]!);
+          return;
+        }
       }
       define(at, step, value);
       return;
@@ -67,7 +73,8 @@ function place(into: Record<string, unknown>, path: readonly string[], value: un
     } else if (typeof existing === 'object' && existing !== null && Array.isArray(existing) === wantsArray) {
       at = existing as Record<string, unknown> | unknown[];
     } else {
-      return markConflict(into, path[0]!);
+      markConflict(into, path[0]!);
+      return;
     }
   }
 }
