@@ -69,6 +69,18 @@ export class ArgumentRefusal extends EffectgateError {
   }
 
   /**
+   * A key path that reads another argument when bracketed names are nested (`fields[summary]=x`
+   * is `fields.summary` to Rails, PHP and qs, a literal name to Django, Flask and Go).
+   */
+  static nestedParameter(keyPath: string, toolId: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'arguments_ambiguous',
+      keyPath,
+      `The key path ${keyPath} of tool ${toolId} reads another value when bracketed parameter names (name[member]=…) are nested, as Rails, PHP and qs nest them, than when they are read as plain names, as Django, Flask and Go read them. The gate cannot tell which argument the destination acts on. Send the arguments as a JSON body (Content-Type: application/json). Nothing was sent.`,
+    );
+  }
+
+  /**
    * A name a key path reads that the request also gives in the other source (query and body):
    * Rails lets the query win over the body, Go's FormValue the form body over the query, so the
    * gate could key one value while the destination acts on the other.

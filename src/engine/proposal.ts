@@ -1,10 +1,12 @@
 import type { Classification, Classifier, Tool } from '../policy/index.js';
 import type { BlockInput, DedupeKeyInput, Scope } from '../store/index.js';
-import { type ArgumentDocument, buildArgumentDocument } from './argument-document.js';
+import { type ArgumentDocument, buildArgumentDocument, contentTypeOf } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
+import { bodyLabel } from './body-label.js';
 import { keyPathReachedByFolding } from './folded-reading.js';
 import type { BodyLimits } from './json-scan.js';
 import { refuseDisagreeingMcpHeaders } from './mcp-routing-headers.js';
+import { nestedReading } from './nested-parameters.js';
 import type { TRANSPORT_PROBLEMS } from './problem-response.js';
 import { refuseRepeatedKeyArguments } from './repeated-arguments.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
@@ -189,7 +191,26 @@ function unclassified(request: GateRequest, body: unknown, candidates: readonly 
       path: null,
     };
   }
+  // A form whose bracketed names (`params[name]=…`) Rails, PHP and qs nest into the tool's call.
+  const nested = bodyNested(request, body);
+  const byNesting = nested === null ? undefined : candidates.find((c) => c.tool.match.matchesBody(nested));
+  if (byNesting !== undefined) {
+    return {
+      kind: 'refused',
+      problem: 'arguments_ambiguous',
+      detail: `The form body matches the conditions of tool ${byNesting.tool.id} when its bracketed names (name[member]=…) are nested, as Rails, PHP and qs nest them. Send the call as a JSON body (Content-Type: application/json). Nothing was sent.`,
+      path: null,
+    };
+  }
   return { kind: 'unclassified' };
+}
+
+/** The nested reading of a form or multipart body with bracketed names, else null. */
+function bodyNested(request: GateRequest, body: unknown): Record<string, unknown> | null {
+  const label = bodyLabel(contentTypeOf(request));
+  if ((label !== 'form' && label !== 'multipart') || body === null || typeof body !== 'object') return null;
+  const fields = body as Record<string, unknown>;
+  return Object.keys(fields).some((n) => n.includes('[')) ? nestedReading(fields) : null;
 }
 
 /** The tool's route, plus how this request reached it when it was not by its plain spelling. */

@@ -3,6 +3,7 @@ import { type ArgumentDocument, contentTypeOf, parseQuery } from './argument-doc
 import { ArgumentRefusal } from './argument-refusal.js';
 import { bodyLabel } from './body-label.js';
 import { appendStep } from './json-scan.js';
+import { firstDivergentPath, nestedReading } from './nested-parameters.js';
 import type { GateRequest } from './types.js';
 
 /**
@@ -31,6 +32,14 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
   if (markers.size > 0) {
     const hit = firstMarked(paths, { path: {}, query, body }, markers);
     if (hit !== null) throw ArgumentRefusal.repeatedParameter(hit.marked, hit.keyPath, tool.id);
+  }
+  // `fields[summary]=x`: nested by Rails, PHP and qs, one literal name to Django, Flask and Go.
+  const nestedBody = label === 'form' || label === 'multipart' ? bracketed(args.body) : null;
+  const nestedQuery = bracketed(args.query);
+  if (nestedBody !== null || nestedQuery !== null) {
+    const nested = { ...args, body: nestedBody ?? args.body, query: nestedQuery ?? args.query };
+    const divergent = firstDivergentPath(paths, args, nested);
+    if (divergent !== null) throw ArgumentRefusal.nestedParameter(divergent, tool.id);
   }
   // A name given in the query and in the body: which one a server binds depends on the framework.
   const both = namesInBoth(args.query, args.body);
@@ -121,6 +130,13 @@ function namesInBoth(query: unknown, body: unknown): string[] {
   const out: string[] = [];
   for (const name of queryNames) if (bodyNames.has(foldName(name))) out.push(name);
   return out;
+}
+
+/** The nested reading of `fields` when some name uses bracket syntax, else null (nothing to compare). */
+function bracketed(fields: unknown): Record<string, unknown> | null {
+  if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) return null;
+  const record = fields as Record<string, unknown>;
+  return Object.keys(record).some((n) => n.includes('[')) ? nestedReading(record) : null;
 }
 
 /** The paths that say which effect a call is: the dedupe key and the reconcile lookup's arguments. */

@@ -171,6 +171,28 @@ export function variants(tool: Tool, tagOf: (kind: string) => string): Variant[]
         body: Buffer.from(`${parts.join('')}--${boundary}--\r\n`),
       };
     });
+    // The body as a form with qs-style bracket names (`fields[summary]=…`): Rails, Laravel and
+    // Express nest them into the JSON body's shape, Django, Flask and Go keep literal names.
+    add('nested-form', (s, p) => {
+      const fields = bracketFields(s.body);
+      if (fields === null || !fields.some(([k]) => k.includes('['))) return null;
+      return {
+        ...withType(p, 'application/x-www-form-urlencoded'),
+        body: Buffer.from(new URLSearchParams(fields).toString()),
+      };
+    });
+    // A flat key member sent as `name[x]=value`: an object to the nesting frameworks.
+    add('bracket-member', (s, p) => {
+      const fields = flat(s.body);
+      const steps = s.keyBodyPaths.find((x) => x.length === 1);
+      if (fields === null || steps === undefined) return null;
+      const name = steps[0]!;
+      const renamed = fields.map(([k, v]): [string, string] => (k === name ? [`${k}[x]`, v] : [k, v]));
+      return {
+        ...withType(p, 'application/x-www-form-urlencoded'),
+        body: Buffer.from(new URLSearchParams(renamed).toString()),
+      };
+    });
     // A numeric key value sent as a JSON number: the base (built from the oracle's reading) sends
     // it as a string; a destination that casts reads both as one value.
     add(
@@ -304,4 +326,24 @@ function renameKeyMember(
     ? `${JSON.stringify({ ...rest, [name]: `decoy-${String(value)}` }).slice(0, -1)},${JSON.stringify(other)}:${JSON.stringify(value)}}`
     : JSON.stringify({ ...rest, [other]: value });
   return { ...p, body: Buffer.from(text) };
+}
+
+/** `{a: {b: 1}, c: [2]}` → `[["a[b]", "1"], ["c[]", "2"]]` (qs's bracket syntax); null for nulls. */
+function bracketFields(body: Record<string, unknown>, prefix = ''): [string, string][] | null {
+  const out: [string, string][] = [];
+  for (const [k, v] of Object.entries(body)) {
+    const name = prefix === '' ? k : `${prefix}[${k}]`;
+    if (v === null) return null;
+    if (Array.isArray(v)) {
+      for (const item of v) {
+        if (item !== null && typeof item === 'object') return null;
+        out.push([`${name}[]`, String(item)]);
+      }
+    } else if (typeof v === 'object') {
+      const inner = bracketFields(v as Record<string, unknown>, name);
+      if (inner === null) return null;
+      out.push(...inner);
+    } else out.push([name, String(v)]);
+  }
+  return out;
 }
