@@ -1,5 +1,5 @@
 /**
- * The one router of the admin server (issue 14 item 9). The API (`admin-api.ts`), the pages
+ * The one router of the admin server. The API (`admin-api.ts`), the pages
  * (`ui/index.ts`) and the probes (`admin-server.ts`) each list their routes as a table of
  * {@link RouteSpec}s, and this file alone matches a request to one: by its path segments first,
  * then its method, so a path that exists answers 405 with `Allow` (GET implies HEAD) and one that

@@ -1,6 +1,6 @@
 /**
- * Validation of a session grant (issue 13 item 5; seed attempt-lineage, "session approval
- * records"), the same for `effectgate approvals grant` and `POST /api/grants`.
+ * Validation of a session grant (docs/design.md §3 "Approvals"), the same for `effectgate approvals
+ * grant` and `POST /api/grants`.
  */
 import type { GrantInput } from '../store/index.js';
 import {

@@ -1,5 +1,5 @@
 /**
- * Validation of evidence from outside the gate (issue 13, DESIGN.md §3 "Observations"): an
+ * Validation of evidence from outside the gate (docs/design.md §3 "Observations"): an
  * operator's resolution (`operations resolve`, `POST /api/operations/:id/resolve`, the operation
  * page's form) and an observation a destination or an agent posts
  * (`POST /api/operations/:id/observations`, `POST /api/observations`). One set of rules for every

@@ -1,5 +1,5 @@
 /**
- * Validation of a run release (issue 14 item 3), the same for `effectgate runs release` and
+ * Validation of a run release, the same for `effectgate runs release` and
  * `POST /api/runs/:id/release`: who lets a halted run go on, and why, are recorded with it.
  */
 import type { RunReleaseInput } from '../store/index.js';

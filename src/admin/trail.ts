@@ -8,8 +8,8 @@ import type {
 } from '../store/index.js';
 
 /**
- * The investigation view of one operation (DESIGN.md §3, seed attempt-lineage: "a timeline, not a
- * pile of requests"): intent and current state on top, then every gate decision, attempt,
+ * The investigation view of one operation (docs/design.md §3 "Investigation view": a timeline,
+ * not a pile of requests): intent and current state on top, then every gate decision, attempt,
  * observation and approval step in the order they happened, each linked to what caused it. The
  * same JSON feeds `effectgate trail --json`, `GET /api/operations/:id` and the timeline page.
  */
@@ -294,7 +294,7 @@ function attemptEntries(attempts: readonly AttemptRecord[]): AttemptEntry[] {
 
 /**
  * What the attempt got back, in one line. The replay flag is what lets an investigator tell
- * "retried and the destination deduplicated" from "sent twice and got lucky" (seed).
+ * "retried and the destination deduplicated" from "sent twice and got lucky" (docs/design.md §3).
  */
 export function responseSummary(a: AttemptRecord): string {
   switch (a.dispatchState) {

@@ -31,7 +31,7 @@ export interface CommandSpec {
 /**
  * Every command: `effectgate <command> --help` (or `-h`) prints its usage, with every flag and
  * its default, before any flag is parsed, so Node's parseArgs text never answers a request for
- * help (issue 14 item 5). `flags` lets a test hold each usage to the flags parsed, so they cannot
+ * help. `flags` lets a test hold each usage to the flags parsed, so they cannot
  * drift apart.
  */
 export const COMMANDS: Readonly<Record<string, CommandSpec>> = {

@@ -8,7 +8,7 @@ export const DEMO_TOOL = 'demo.create_issue';
  */
 export function demoPolicy(port: number): string {
   return `# effectgate demo policy: written by \`effectgate demo\` for its fake issue tracker, removed with it.
-# The same format as policies/github.yaml (DESIGN.md §4.1), cut down to what the demo shows.
+# The same format as policies/github.yaml (docs/policy-reference.md), cut down to what the demo shows.
 version: 1
 default: allow
 tools:

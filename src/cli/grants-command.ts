@@ -36,8 +36,8 @@ export const GRANTS_OPTIONS = {
 
 /**
  * `effectgate approvals grant`: lets one run retry unknown operations of a tool (or of every tool)
- * for `--ttl` (default 30m) without a card per call, for a batch recovery (seed attempt-lineage,
- * "session approval records"). Each retry made under it still gets its card, used under the grant.
+ * for `--ttl` (default 30m) without a card per call, for a batch recovery (docs/design.md
+ * §3 "Approvals"). Each retry made under it still gets its card, used under the grant.
  */
 export async function runGrant(argv: readonly string[], usage: string): Promise<number> {
   const { values, positionals } = parseFlags(

@@ -85,7 +85,7 @@ export async function runOperations(argv: readonly string[]): Promise<number> {
 
 /**
  * `effectgate operations resolve <id>`: an operator who checked the destination settles an
- * unknown operation with that evidence (DESIGN.md §3 "Observations", §4.4). Appends an
+ * unknown operation with that evidence (docs/design.md §3 "Observations", §4.4). Appends an
  * operator_decision observation; the key follows (succeeded and duplicate_effect_confirmed confirm
  * it, failed releases it for a retry of the same operation); open approval requests are withdrawn;
  * no attempt is edited.

@@ -1,5 +1,5 @@
 /**
- * Hot reload of `effectgate proxy`'s policies (issue 15 item 6): on SIGHUP, and with `--watch`
+ * Hot reload of `effectgate proxy`'s policies: on SIGHUP, and with `--watch`
  * when a file under `--policies` changes. The set is loaded by the same `loadPolicies` the start
  * uses; an invalid one is refused with its `file:line:column` issues and the previous set keeps
  * serving. A valid one is handed to `gate.reload()`, which lets requests in flight finish under

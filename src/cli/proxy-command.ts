@@ -320,7 +320,7 @@ function origin(addr: { readonly address: string; readonly port: number }): stri
   return addr.address.includes(':') ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
 }
 
-/** `--mode`: `shadow` records every verdict as would_* and refuses nothing (issue 15). */
+/** `--mode`: `shadow` records every verdict as would_* and refuses nothing (docs/design.md §2). */
 function gateMode(name: string, value: string): GateMode {
   if ((GATE_MODES as readonly string[]).includes(value)) return value as GateMode;
   throw new EffectgateError(

@@ -26,7 +26,7 @@ export const RELEASE_OPTIONS = {
 
 /**
  * `effectgate runs`: the runs the loop breaker knows (halted first), and `runs release`, which
- * lets a halted run go on (issue 14 item 3). Who released it and why are recorded; its halt stays
+ * lets a halted run go on. Who released it and why are recorded; its halt stays
  * in the trail.
  */
 export async function runRuns(argv: readonly string[]): Promise<number> {

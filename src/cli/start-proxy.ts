@@ -86,7 +86,7 @@ export interface RunningProxy {
  * embedded store's socket: the one wiring `effectgate proxy` and `effectgate demo` share. Start-up
  * either completes or undoes itself: every resource opened is closed again, newest first, if a later
  * step fails (a port taken, a recovery that cannot reach the store), so a failed start releases the
- * store lock and the caller can exit with one clear line (issue 10).
+ * store lock and the caller can exit with one clear line.
  */
 export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
   const { policies, logger, admin, listen } = setup;

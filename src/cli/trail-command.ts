@@ -26,7 +26,7 @@ options: --store postgres://…|pglite:DIR (default DATABASE_URL, else pglite:./
          --color/--no-color (default: colour on a terminal only)`;
 
 /**
- * `effectgate trail`: the investigation view of one operation (DESIGN.md §3): intent and state on
+ * `effectgate trail`: the investigation view of one operation (docs/design.md §3): intent and state on
  * top, then decisions, attempts, observations and approvals in order, each with its time and what
  * caused it. `--json` prints the same report as `GET /api/operations/:id`.
  */
@@ -174,7 +174,7 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
       head(
         `attempt #${e.number}  ${paint(e.dispatch_state === 'response_received' ? 'green' : 'yellow', p(e.dispatch_state ?? 'in flight'))}  ${p(e.destination.method)} ${p(e.destination.host)} ${p(e.destination.path)}`,
       );
-      // Who made it: the run, and the delegated worker when one did (DESIGN.md §3 "Delegation").
+      // Who made it: the run, and the delegated worker when one did (docs/design.md §3 "Delegation").
       more(
         `by run ${p(e.run_id)}${e.step ? ` step ${p(e.step)}` : ''}${e.worker ? `  worker ${p(e.worker)}` : ''}`,
       );

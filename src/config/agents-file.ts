@@ -1,5 +1,5 @@
 /**
- * The agents file of a shared proxy (`--agents FILE`, DESIGN.md §4.2): each entry maps a proxy
+ * The agents file of a shared proxy (`--agents FILE`, docs/design.md §4.2): each entry maps a proxy
  * credential to a scope. Only a SHA-256 of each secret is stored, never the secret itself:
  *
  * ```yaml

@@ -1,6 +1,6 @@
 import { EffectgateError } from '../errors.js';
 
-/** Scope of a sidecar gate (DESIGN.md §4.2): from flags or env, never from a request header. */
+/** Scope of a sidecar gate (docs/design.md §4.2): from flags or env, never from a request header. */
 export interface ScopeConfig {
   readonly tenant: string;
   readonly area: string;

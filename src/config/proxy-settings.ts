@@ -1,5 +1,5 @@
 /**
- * Every setting of `effectgate proxy`, in one table (issue 15 item 7): the command-line flags,
+ * Every setting of `effectgate proxy`, in one table: the command-line flags,
  * their environment names, the config-file keys, `--help` and `--print-config` are all made from
  * it, so adding a setting is one line here. One precedence for all of them:
  * flag > environment variable > config file > built-in default.

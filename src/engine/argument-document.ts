@@ -5,7 +5,7 @@ import { multipartFields } from './multipart-fields.js';
 import type { GateRequest } from './types.js';
 
 /**
- * The document every tool JSONPath is evaluated over (DESIGN.md §4.1):
+ * The document every tool JSONPath is evaluated over (docs/design.md §4.1):
  * `{ path: {captured params}, query: {…}, body: <parsed JSON> }`.
  */
 export interface ArgumentDocument {

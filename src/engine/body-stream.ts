@@ -1,6 +1,6 @@
 /**
  * A response body that flows through the gate instead of being buffered (an MCP `text/event-stream`
- * answer, DESIGN.md §4.1): the producer pushes chunks as the destination sends them, one consumer
+ * answer, docs/design.md §4.1): the producer pushes chunks as the destination sends them, one consumer
  * reads them as an async iterable, and memory stays bounded: past `highWaterMark` queued bytes the
  * producer is told to pause, and to resume once the consumer has drained the queue.
  */

@@ -1,5 +1,5 @@
 /**
- * Decides what an upstream failure means for the attempt (DESIGN.md §3): `not_sent` is a promise
+ * Decides what an upstream failure means for the attempt (docs/design.md §3): `not_sent` is a promise
  * that the destination cannot have acted, so it is given only when BOTH hold:
  *
  *   1. undici never began writing this request: `onRequestStart` fires in undici's `writeH1` just
@@ -33,7 +33,7 @@ const PRE_DISPATCH_CODES: ReadonlySet<string> = new Set([
   'EADDRNOTAVAIL',
   'ETIMEDOUT',
   'UND_ERR_CONNECT_TIMEOUT',
-  // Refused by the egress policy in the connector, before the socket connected (DESIGN.md §4.1).
+  // Refused by the egress policy in the connector, before the socket connected (docs/design.md §4.1).
   'EG_ERR_DESTINATION_REFUSED',
   // Refused locally by undici before dispatch.
   'UND_ERR_INVALID_ARG',

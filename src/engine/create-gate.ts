@@ -105,7 +105,7 @@ export interface CreateGateOptions {
    * `shadow`: every tool's verdicts are computed and recorded as `would_<verdict>` and nothing is
    * refused or answered by the gate: each request goes out as the agent wrote it (no Idempotency-Key
    * injected). Default `enforce`, where a tool's own `mode: shadow` still puts that tool alone in
-   * shadow. Start here to see what the gate would prevent before it does (issue 15).
+   * shadow. Start here to see what the gate would prevent before it does.
    */
   readonly mode?: GateMode;
 }
@@ -178,7 +178,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
           : await store.authorityKey();
     if (options.authorityKey === undefined && (fromEnv === undefined || fromEnv === '')) {
       // The store's own key sits beside the fingerprints it keys: a dump of the database plus a
-      // small dictionary recovers a weak credential (issue 10). Say so once, at start.
+      // small dictionary recovers a weak credential. Say so once, at start.
       logger.warn(
         {},
         'the HMAC key of credential fingerprints is kept in the store itself: set EFFECTGATE_AUTHORITY_KEY (or --authority-key-file) so a copy of the database alone cannot be checked against guessed credentials',
@@ -232,7 +232,7 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     await lifecycle.start();
     // An embedded store this call opened is locked to this process: serve the same socket the
     // proxy serves, so `effectgate operations`, `approvals`, `runs`, `trail` and `audit verify`
-    // work beside an in-process agent (issue 14 item 7). A passed-in store is the caller's to serve.
+    // work beside an in-process agent. A passed-in store is the caller's to serve.
     const socketDir = opened ? embeddedStoreDir(storeUrl) : null;
     if (socketDir !== null && options.storeSocket !== false) {
       const socket = await serveStoreSocket(store, socketDir, { instanceId }).catch(async (err: unknown) => {

@@ -169,7 +169,7 @@ export function streamOutcomeOf(
   };
 }
 
-/** The gate-made 502/504 when an allowed dispatch got no usable response (DESIGN.md §4.3). */
+/** The gate-made 502/504 when an allowed dispatch got no usable response (docs/design.md §4.3). */
 export function dispatchFailureFacts(
   allowed: VerdictFacts,
   sent: Extract<UpstreamResult, { kind: 'failure' }>,

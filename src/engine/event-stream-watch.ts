@@ -24,7 +24,7 @@ export interface StreamWatch {
 
 /**
  * Forwards a `text/event-stream` answer of a JSON-RPC tool to the agent chunk by chunk (MCP
- * progress notifications arrive as they are sent, DESIGN.md §4.1) while reading it for the
+ * progress notifications arrive as they are sent, docs/design.md §4.1) while reading it for the
  * JSON-RPC response that answers `rpcId`. The outcome is known at that event; a stream that ends
  * without it, breaks, or that the agent closes first (MCP 2026-07-28: closing is cancellation)
  * leaves the attempt `sent_no_response`, and closing it closes the upstream request too. Memory is

@@ -1,5 +1,5 @@
 /**
- * The gate's own header namespace (DESIGN.md §4.2): `Effectgate-*` request fields are context for
+ * The gate's own header namespace (docs/design.md §4.2): `Effectgate-*` request fields are context for
  * the gate and never reach a destination; `Effectgate-*` response fields are the gate's word
  * (verdict, decision, operation, attempt, warning), so a destination may never speak in it: every
  * front door drops them from upstream responses, governed or not, before adding its own.

@@ -34,11 +34,12 @@ export interface CloseReport {
 const SWEEP_EVERY = 6;
 
 /**
- * The gate's life on its store (DESIGN.md §3 "a restart never forgets uncertainty"), shared by
- * every front door: `start()` announces the instance and settles what earlier lives and dead
- * replicas left in flight before any traffic is taken; a heartbeat keeps this life visible and
- * sweeps now and then for replicas that died since; `close()` waits (bounded) for in-flight calls
- * and for outcomes the store could not take yet, then marks the instance stopped.
+ * The gate's life on its store (docs/design.md §3 "Persist before dispatch": a restart never
+ * forgets uncertainty), shared by every front door: `start()` announces the instance and settles
+ * what earlier lives and dead replicas left in flight before any traffic is taken; a heartbeat
+ * keeps this life visible and sweeps now and then for replicas that died since; `close()` waits
+ * (bounded) for in-flight calls and for outcomes the store could not take yet, then marks the
+ * instance stopped.
  *
  * Identity: the instance id is stable across restarts, so on start the attempts recorded under it
  * before this registration are a previous life's, recovered at once, not after `staleAfterMs`.

@@ -105,7 +105,7 @@ export interface GateOptions {
 
 /**
  * The engine: classify → scope → key → resolve duplicate state → record the Gate decision →
- * verdict → dispatch → outcome (DESIGN.md §1). Adapters call `route()` on the head and `handle()`
+ * verdict → dispatch → outcome (docs/design.md §1). Adapters call `route()` on the head and `handle()`
  * with the buffered body; all verdict logic lives here.
  *
  * Store budget per governed request: allow = `decide` + `recordOutcome` (two round trips);
@@ -218,7 +218,7 @@ export class Gate implements GateHandler {
   route(head: GateRequestHead): RouteDecision {
     const g = this.#generations.current;
     // The unspecified address reaches this machine's own listeners on Linux: another spelling of
-    // loopback that no host entry names. Never connected to, governed or not (issue 10 review).
+    // loopback that no host entry names. Never connected to, governed or not.
     if (UNSPECIFIED_HOSTS.has(head.host)) {
       return {
         kind: 'refuse',
@@ -229,7 +229,7 @@ export class Gate implements GateHandler {
       };
     }
     // A CONNECT names only an authority: a host some tool names may carry governed requests, which
-    // the proxy then routes one by one inside the tunnel (DESIGN.md §4.2).
+    // the proxy then routes one by one inside the tunnel (docs/design.md §4.2).
     // Interception is decided by host AND port: a tool on `host:8443` leaves TLS to `host:8444` alone.
     if (head.method === 'CONNECT' && g.routes.mayGovern(head.host, head.port)) {
       return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
@@ -237,7 +237,7 @@ export class Gate implements GateHandler {
     // Governed when a tool matches under the canonical host (or the governed name an IP belongs
     // to) and the effective method, or when a form body may name the method (`_method`).
     // A near miss of a governed route (or a strict match whose captures a lenient server reads
-    // otherwise) is refused, not let out ungoverned or keyed on the wrong value (DESIGN.md §4.1).
+    // otherwise) is refused, not let out ungoverned or keyed on the wrong value (docs/design.md §4.1).
     // A name on a port where some tool names a host by address: classified once its addresses
     // are known (`handle()` waits for them), never before.
     if (g.named.pending(head.host, head.port)) return { kind: 'govern', maxBodyBytes: this.#o.maxBodyBytes };
@@ -304,7 +304,7 @@ export class Gate implements GateHandler {
     let request = named;
     const claimed = request.context.retryReason;
     if (claimed !== null && !RETRY_REASON_SET.has(claimed)) {
-      // A closed set (seed: no reassuring prose the trail cannot group or review).
+      // A closed set (docs/design.md §3): free prose could not be grouped or reviewed in the trail.
       return transportProblem(
         'bad_request',
         `Effectgate-Retry-Reason must be one of ${RETRY_REASONS.join(', ')}; the gate derives every reason but operator_requested itself. Nothing was sent.`,
@@ -491,8 +491,8 @@ export class Gate implements GateHandler {
         recordPending,
       });
     };
-    // Another run holds the key: wait briefly and ask again (seed: "others wait briefly and
-    // retry"); only the last answer is recorded.
+    // Another run holds the key: wait briefly and ask again (docs/design.md §2 "Pending and
+    // confirmed differ"); only the last answer is recorded.
     const decide = async (reconciliation: ReconciliationInput | null): Promise<DecideResult> => {
       let pollMs = 20;
       let result = await reserve(waitMs === 0, reconciliation);
@@ -514,7 +514,7 @@ export class Gate implements GateHandler {
     let reconciled: ReconciliationInput | null = null;
     if (result.verdict === 'reconcile') {
       // The key's operation has an unknown outcome and the tool can look it up: look first, with
-      // this proposal's credentials (never stored), then let the store settle it (DESIGN.md §3).
+      // this proposal's credentials (never stored), then let the store settle it (docs/design.md §3).
       const observation = await reconcileLookup({
         tool,
         request,
@@ -592,7 +592,7 @@ export class Gate implements GateHandler {
     // The effect may have happened: the agent gets the destination's answer now, whatever the
     // store says. An outcome the store cannot take yet stays in the outbox, retried while the gate
     // runs; until it lands the key stays pending, and if it never does, the reservation's expiry
-    // makes the attempt sent_no_response and its operation unknown (DESIGN.md §4.1), never free.
+    // makes the attempt sent_no_response and its operation unknown (docs/design.md §4.1), never free.
     const written = await settle(outcome, upstreamMs);
     o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
     if (sent.kind === 'failure') {
@@ -840,7 +840,10 @@ function runRefusal(run: string): string | null {
   return null;
 }
 
-/** The closed set of retry reasons (DESIGN.md §3); a client may send one, only operator_requested counts. */
+/**
+ * The closed set of retry reasons (docs/design.md §3); a client may send one, only operator_requested
+ * counts.
+ */
 const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
 
 /** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */

@@ -1,7 +1,7 @@
 /**
  * The addresses the host names that tools govern resolve to, so that a request addressed by IP is
  * still the named host's: a tool on `localhost` must not be walked past by `127.0.0.1`
- * (DESIGN.md §4.1 "Spellings").
+ * (docs/design.md §4.1 "Spellings").
  *
  * Resolution never sits on a request's path: names are looked up in the background, at start and
  * then every `ttlMs`, and a request only reads a Map. At most one lookup per name is in flight,

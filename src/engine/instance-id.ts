@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 
 /**
  * The default identity of a gate on its store, stable across restarts so a gate that starts again
- * recovers its previous life's in-flight attempts at once (DESIGN.md §3): the host name (a pod's
+ * recovers its previous life's in-flight attempts at once (docs/design.md §3): the host name (a pod's
  * name in Kubernetes) and what tells two gates on one host apart, the proxy's listen address or,
  * in process, the scope. A listen port of 0 names no stable address, so the process id is added
  * (such a gate is recovered by the stale sweep instead).

@@ -4,7 +4,10 @@ import { isEventStream, SseReader } from './sse-reader.js';
 
 const decoder = new TextDecoder();
 
-/** What a JSON-RPC tool's response says about its effect (DESIGN.md §4.1 "MCP and other JSON-RPC tools"). */
+/**
+ * What a JSON-RPC tool's response says about its effect (docs/design.md §4.1 "MCP and other
+ * JSON-RPC tools").
+ */
 export interface JsonRpcOutcome {
   /** `open`: MCP `input_required`, the tool did not run and the call's continuation is the same operation. */
   readonly operationState: OutcomeClass | 'open';

@@ -18,13 +18,13 @@ export interface RawRequestHead {
   readonly headers: HeaderMap;
 }
 
-/** Longest context value accepted; longer ones are ignored rather than truncated (DESIGN.md §4.2). */
+/** Longest context value accepted; longer ones are ignored rather than truncated (docs/design.md §4.2). */
 export const MAX_CONTEXT_VALUE_LENGTH = 200;
 
 /**
  * `context.operation` when `Effectgate-Operation` was sent but cannot be read as one operation id
  * (repeated, too long, control characters; a blank one claims nothing). Unlike a run or a step it is a claim the
- * protocol acts on (DESIGN.md §3 "Delegation"), so it is never dropped, which would turn a
+ * protocol acts on (docs/design.md §3 "Delegation"), so it is never dropped, which would turn a
  * worker's attempt into a new operation: the gate refuses it (gate.ts). Not an id: it has spaces.
  */
 export const UNREADABLE_OPERATION_CLAIM = '(unreadable Effectgate-Operation)';
@@ -41,7 +41,7 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
  * kept. Removed: hop-by-hop fields and those named in `Connection`/`Proxy-Connection` (RFC 9110
  * §7.6.1), `Host` (RFC 9112 §3.2.2: a proxy replaces it with the target URI's authority), every
  * `Proxy-*` field (addressed to the gate, RFC 9110 §11.7), and every `Effectgate-*` field after the
- * context ones have been read (DESIGN.md §4.2).
+ * context ones have been read (docs/design.md §4.2).
  */
 export function normalizeHead(raw: RawRequestHead): GateRequestHead {
   const named = connectionNamedHeaders(raw.headers);
@@ -92,7 +92,7 @@ export function normalizeHead(raw: RawRequestHead): GateRequestHead {
  * the same fully qualified name as `api.github.com`, and a policy naming the latter must see it);
  * every IP literal takes its canonical form (`[::ffff:127.0.0.1]`, `127.1`, `2130706433` are all
  * `127.0.0.1`), the same function the policy side compiles `hosts` entries with, so a tool on an
- * address cannot be walked past by another spelling of it (DESIGN.md §4.1 "Spellings").
+ * address cannot be walked past by another spelling of it (docs/design.md §4.1 "Spellings").
  */
 export function normalizeHost(host: string): string {
   return canonicalHost(host);

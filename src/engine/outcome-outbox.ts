@@ -51,7 +51,7 @@ export interface OutboxStats {
 }
 
 /**
- * Outcomes the store could not take yet (DESIGN.md §4.1: "a gate that could not record an outcome
+ * Outcomes the store could not take yet (docs/design.md §4.1: "a gate that could not record an outcome
  * keeps trying while it runs"). The first write is the request's own (the second store round trip
  * of an allow); when it fails with a store outage or a transient refusal (a lock wait past
  * lock_timeout: STORE_SQLSTATES) the outcome waits here and is written again with

@@ -1,6 +1,6 @@
 /**
- * Everything the gate derives from one policy set, built together and swapped whole (issue 15
- * item 6, hot reload): the classifier, the governed host names' addresses, the route classifier,
+ * Everything the gate derives from one policy set, built together and swapped whole (hot
+ * reload): the classifier, the governed host names' addresses, the route classifier,
  * the read-backs, what `propose()` reads, and the analysis workers that compiled the same texts.
  * A request is classified, keyed and recorded under the one generation that was current when
  * `handle()` started, so a reload can never give it half the old set and half the new one.

@@ -73,7 +73,7 @@ export function upstreamFailedResponse(error: string, timedOut: boolean): GateRe
 }
 
 /**
- * 403 for a destination the policies' `egress` block denies (DESIGN.md §4.1), refused before
+ * 403 for a destination the policies' `egress` block denies (docs/design.md §4.1), refused before
  * connecting; `reason` names the address and the rule.
  */
 export function destinationRefusedResponse(reason: string): GateResponse {
@@ -85,7 +85,7 @@ export function destinationRefusedResponse(reason: string): GateResponse {
 
 /**
  * 400 for a near miss of a governed route: the path matches no tool as written but would match
- * `toolId` the way a lenient server reads it (DESIGN.md §4.1 "Spellings"). Forwarding it would
+ * `toolId` the way a lenient server reads it (docs/design.md §4.1 "Spellings"). Forwarding it would
  * let an effect out ungoverned; governing it would key a request the gate cannot be sure of.
  */
 export function ambiguousRouteResponse(toolId: string, explain: string): GateResponse {

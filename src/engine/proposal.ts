@@ -61,7 +61,7 @@ export type Proposed =
  * The tool, its arguments, the trail facts and the semantic key of a request that `route()` sent
  * to `handle()`. Pure and synchronous: `ProposalPool` runs it on a worker thread for large bodies,
  * where it is the costly part of a governed request (parsing, canonical JSON, hashing), so that
- * one client's megabyte never stalls the event loop every other request waits on (issue 10).
+ * one client's megabyte never stalls the event loop every other request waits on.
  */
 export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
   try {

@@ -1,5 +1,5 @@
 /**
- * Agent read-backs (issue 13 item 3; DESIGN.md §3 "Observations": "a read-back the agent made").
+ * Agent read-backs (docs/design.md §3 "Observations": an agent's read-back is evidence).
  * When an agent itself sends the request a tool's `reconcile` lookup describes (e.g.
  * `GET /repos/acme/app/issues?state=all`) while that tool has an `unknown` operation in the
  * agent's scope, the answer is evidence about that operation: it is recorded as a `read_back`

@@ -1,5 +1,5 @@
 /**
- * The reconciliation lookup (DESIGN.md §3 "Reconciliation appends, never rewrites", §4.1
+ * The reconciliation lookup (docs/design.md §3 "Reconciliation appends, never rewrites", §4.1
  * `reconcile`): after an attempt whose outcome is unknown, a new proposal for the same operation
  * makes the gate ask the destination whether the effect exists before anything is sent again.
  *

@@ -7,7 +7,7 @@ import { firstDivergentPath, nestedReading } from './nested-parameters.js';
 import type { GateRequest } from './types.js';
 
 /**
- * Refuses a repeated query parameter or form field that a key path of `tool` reads (DESIGN.md
+ * Refuses a repeated query parameter or form field that a key path of `tool` reads (docs/design.md
  * §4.1 "Spellings"): `?order=42&order=x1` is `42` to a first-wins server and `x1` to a last-wins
  * one, so the key could name another effect than the one the destination performs. A repeat no key
  * path reads is left alone: it cannot change which effect the gate recognises.

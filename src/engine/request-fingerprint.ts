@@ -15,7 +15,7 @@ export function withoutPaths(doc: ArgumentDocument, paths: readonly CompiledPath
 /**
  * Fingerprint of the canonical request (RFC 8785) minus the tool's volatile (`fingerprint.ignore`)
  * and secret (`redact`) fields: two attempts of one operation compare equal unless the request
- * changed materially (seed: attempt-lineage). Headers are not part of it: credentials and
+ * changed materially (docs/design.md §3). Headers are not part of it: credentials and
  * transport noise live there; the authority is recorded apart as `authorityRef`.
  */
 export function requestFingerprint(request: GateRequest, tool: Tool, args: ArgumentDocument): string {

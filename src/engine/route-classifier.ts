@@ -1,5 +1,5 @@
 /**
- * Which tool a request head is, whatever spelling it comes in (DESIGN.md §4.1 "Spellings"): the
+ * Which tool a request head is, whatever spelling it comes in (docs/design.md §4.1 "Spellings"): the
  * host as canonicalized by `normalizeHead`, or the governed name an IP literal belongs to
  * (`GovernedAddresses`); the method a method-override names when a tool on the route governs it;
  * and, when nothing matches strictly, whether a lenient server would route it to a tool anyway

@@ -55,7 +55,7 @@ interface Derived {
 }
 
 /**
- * Names the run of a governed request that sends no `Effectgate-Run` (issue 14 item 3). The loop
+ * Names the run of a governed request that sends no `Effectgate-Run`. The loop
  * breaker halts runs, so a run must be what one agent does: with one run per gate process, every
  * client of a shared proxy shared it and one client's loop halted them all until a restart.
  *

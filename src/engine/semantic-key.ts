@@ -50,7 +50,7 @@ export function keyValueProblem(value: unknown, depth = 0): string | null {
 const KEY_LAYOUT = 1;
 
 /**
- * Builds the semantic duplicate key of a proposal (seed: duplicate-effect-recognition).
+ * Builds the semantic duplicate key of a proposal (docs/design.md §2 "The semantic key").
  *
  * Scope (tenant, area, agent) and the tool id are always hashed in; neither the agent nor the
  * curator can remove them, so identical arguments in two tenants never collide. The agent version
@@ -59,7 +59,7 @@ const KEY_LAYOUT = 1;
  *
  * `values` are what the store keeps for investigators; a key path the tool also lists in `redact`
  * is kept only as a fingerprint, keyed with `secretKey` (the authority key) so a dump of the store
- * plus a dictionary cannot recover it from `key_values` (issue 10). Without a key
+ * plus a dictionary cannot recover it from `key_values`. Without a key
  * (`authorityKey: null`) the fingerprint is a plain SHA-256. (The key hash still covers the raw
  * values; keying it needs a migration window of its own.)
  */

@@ -3,7 +3,7 @@ import type { DispatchState, EnforcedVerdict, GateMode, ShadowVerdict } from '..
 import type { UpstreamResult } from './types.js';
 
 /*
- * Shadow mode (issue 15 item 4, Smokescreen's report mode): a gate started with `--mode shadow`,
+ * Shadow mode (docs/design.md §2; like Smokescreen's report mode): a gate started with `--mode shadow`,
  * or a tool with `mode: shadow`, computes every verdict exactly as enforce mode would and records
  * it, but refuses nothing and answers nothing itself. An allow is an allow (an attempt of its
  * operation, outcome recorded), so the operations a tool made in shadow are the history it keeps

@@ -1,5 +1,5 @@
 /**
- * What the gate says when the destination's TLS certificate does not verify (DESIGN.md §4.3). The
+ * What the gate says when the destination's TLS certificate does not verify (docs/design.md §4.3). The
  * handshake fails before any byte of the request is written, so nothing was sent and a repeat
  * cannot duplicate the effect; but a repeat fails the same way until the cause is fixed, so the
  * answer says why it is safe, that it will not help yet, and what does (most often the gate's

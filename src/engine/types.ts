@@ -9,7 +9,7 @@ import type { BodyStream, GateBodyStream } from './body-stream.js';
 /** Header values as node:http gives them: lower-case names. */
 export type HeaderMap = Record<string, string | string[] | undefined>;
 
-/** Optional context from agent-aware clients (`Effectgate-*` request headers, DESIGN.md §4.2). */
+/** Optional context from agent-aware clients (`Effectgate-*` request headers, docs/design.md §4.2). */
 export interface GateContext {
   readonly run: string | null;
   readonly step: string | null;

@@ -7,8 +7,8 @@ import type { GateRequest } from './types.js';
 /**
  * A request on a route whose tools are chosen by their body (`match.body`) that matched none of
  * them is unclassified, and relayed, unless the gate simply could not read what a destination may
- * (issue 10 review). Both checks take the body `#propose` already parsed (`parseBody`: `undefined`
- * for bytes that are not UTF-8 JSON), never parse it again.
+ * (docs/design.md §2 "The reading rule"). Both checks take the body `#propose` already parsed
+ * (`parseBody`: `undefined` for bytes that are not UTF-8 JSON), never parse it again.
  */
 
 /**

@@ -2,7 +2,7 @@ import type { Tool } from '../policy/index.js';
 import type { UnknownRule } from '../store/index.js';
 
 /**
- * What a tool allows after an attempt whose outcome is unknown (DESIGN.md §3 "Unknown is
+ * What a tool allows after an attempt whose outcome is unknown (docs/design.md §3 "Unknown is
  * dangerous"): a retry at once only under a declared destination idempotency guarantee
  * (`idempotency.honored: true`); otherwise a reconciliation lookup first when the tool declares
  * one; otherwise an operator's approval of that very retry. Backoff never makes it safe.

@@ -54,7 +54,7 @@ export function verdictBody(facts: VerdictFacts): Record<string, unknown> {
     title: facts.title,
     status: facts.status,
     detail: facts.detail,
-    // Many SDKs surface only `message` from a JSON error body (DESIGN.md §4.3).
+    // Many SDKs surface only `message` from a JSON error body (docs/design.md §4.3).
     message: facts.detail,
     verdict: facts.verdict,
     tool: facts.tool?.id ?? null,
@@ -102,7 +102,7 @@ export function jsonRpcId(body: unknown): string | number | null {
   return null;
 }
 
-/** The `Effectgate-*` response headers of a verdict (DESIGN.md §4.2). */
+/** The `Effectgate-*` response headers of a verdict (docs/design.md §4.2). */
 export function verdictHeaders(facts: VerdictFacts): Record<string, string> {
   const h: Record<string, string> = { 'effectgate-verdict': facts.verdict };
   if (facts.decisionId !== null) h['effectgate-decision'] = facts.decisionId;

@@ -110,7 +110,7 @@ export class Classifier {
   /**
    * Whether any tool names `host` (canonical, see `canonicalHost`) on `port`: a cheap pre-check
    * before the proxy looks at anything else (CONNECT interception). An entry that says
-   * `host:port` covers that port only; a plain entry covers every port (DESIGN.md §4.1). Without
+   * `host:port` covers that port only; a plain entry covers every port (docs/policy-reference.md). Without
    * `port`, any port counts. A bound property so it can be passed around as a callback.
    */
   readonly mayGovern = (host: string, port?: number): boolean => {
@@ -166,7 +166,7 @@ export class Classifier {
 
   /**
    * The exact host names tools name (no IP literals, no wildcards): the names whose addresses
-   * the engine resolves so that a request addressed by IP is still that host's (DESIGN.md §4.1).
+   * the engine resolves so that a request addressed by IP is still that host's (docs/design.md §4.1).
    */
   get exactNames(): readonly string[] {
     return [...this.#exact.keys()].filter((host) => !isIpLiteral(host));

@@ -91,7 +91,7 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
     fingerprintIgnore: readFingerprintIgnore(r, f.get('fingerprint'), captures),
     reconcile: reconcileSlot === undefined ? null : readReconcile(r, reconcileSlot, captures),
     verdict: { protocol },
-    // Shadow mode (issue 15): verdicts recorded as would_*, nothing refused. A gate started with
+    // Shadow mode (docs/design.md §2): verdicts recorded as would_*, nothing refused. A gate started with
     // `--mode shadow` treats every tool so, whatever this says.
     mode: readMode(r, f.get('mode')),
   };
@@ -113,7 +113,7 @@ function readRetryBudget(r: PolicyReader, slot: Slot | undefined): number {
 }
 
 /**
- * What every JSON-RPC request carries that changes on each retry by design (DESIGN.md §4.1): the
+ * What every JSON-RPC request carries that changes on each retry by design (docs/design.md §4.1): the
  * request `id` (a client must not reuse one), `params._meta` (progress token, trace context), and
  * what an MCP continuation adds to the same call after `input_required` (`params.inputResponses`,
  * the opaque `params.requestState`). Never part of the fingerprint of a JSON-RPC tool, whatever the

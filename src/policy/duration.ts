@@ -1,4 +1,4 @@
-/** Milliseconds per unit of the duration grammar in DESIGN.md §4.1. */
+/** Milliseconds per unit of the duration grammar in docs/policy-reference.md ("Durations"). */
 const UNIT_MS: Readonly<Record<string, number>> = Object.freeze({
   ms: 1,
   s: 1_000,

@@ -3,7 +3,7 @@ import { IpRange, parseIp } from './ip-range.js';
 import type { EgressClass, EgressDestination, EgressPolicy } from './types.js';
 
 /**
- * The address classes of `egress.deny` (DESIGN.md §4.1). `gate` has no fixed ranges: it is the
+ * The address classes of `egress.deny` (docs/design.md §4.1). `gate` has no fixed ranges: it is the
  * gate's own listeners, known only once they are bound (`isGateListener`).
  */
 export const EGRESS_CLASS_RANGES: Readonly<Record<Exclude<EgressClass, 'gate'>, readonly IpRange[]>> =

@@ -23,7 +23,7 @@ export interface ParsedEgress {
 }
 
 /**
- * `egress: { deny, allow }` (DESIGN.md §4.1). `deny` lists classes (`link_local`, `loopback`,
+ * `egress: { deny, allow }` (docs/design.md §4.1). `deny` lists classes (`link_local`, `loopback`,
  * `private`, `gate`) or CIDRs and defaults to `[link_local, gate]` when left out; `allow` lists
  * CIDRs or exact host names exempt from `deny`. Returns `null` after an issue.
  */

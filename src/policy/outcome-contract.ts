@@ -1,6 +1,6 @@
 import type { OutcomeClass, OutcomeContract, StatusSelector } from './types.js';
 
-/** The contract a tool gets when its policy says nothing (DESIGN.md §4.1). */
+/** The contract a tool gets when its policy says nothing (docs/policy-reference.md, `tools[].outcome`). */
 export const DEFAULT_OUTCOME: Readonly<Record<OutcomeClass, readonly string[]>> = Object.freeze({
   succeeded: Object.freeze(['2xx']),
   failed: Object.freeze(['4xx']),

@@ -1,11 +1,11 @@
 /**
- * The validated, frozen, defaulted form of `policies/*.yaml` (DESIGN.md §4.1). Everything here is
+ * The validated, frozen, defaulted form of `policies/*.yaml` (docs/design.md §4.1). Everything here is
  * produced once at load time; nothing on the request path re-validates it.
  */
 
 export type Effect = 'read' | 'create' | 'set_state' | 'append' | 'notify' | 'destroy' | 'financial';
 export type VerdictProtocol = 'http' | 'jsonrpc';
-/** `shadow`: the tool's verdicts are recorded as would_* and nothing is refused (issue 15). */
+/** `shadow`: the tool's verdicts are recorded as would_* and nothing is refused (docs/design.md §2). */
 export type ToolMode = 'enforce' | 'shadow';
 export type DefaultAction = 'allow' | 'block';
 
@@ -96,7 +96,7 @@ export interface DedupeConfig {
   readonly waitMs: number;
   readonly onMissing: 'block' | 'allow';
   /**
-   * A reservation whose outcome was never recorded within `pendingTtlMs` (DESIGN.md §4.1): `unknown`
+   * A reservation whose outcome was never recorded within `pendingTtlMs` (docs/design.md §4.1): `unknown`
    * (default) makes its attempt `sent_no_response` and the next proposal a retry under the unknown
    * rules; `retry` lets the next proposal go out again, accepting a possible second effect
    * (recorded as `retry_decision: curator_accepted_risk`).
@@ -173,7 +173,7 @@ export interface Classification {
   readonly params: Readonly<Record<string, string>>;
 }
 
-/** Address classes `egress.deny` may name (DESIGN.md §4.1). */
+/** Address classes `egress.deny` may name (docs/design.md §4.1). */
 export type EgressClass = 'link_local' | 'loopback' | 'private' | 'gate';
 
 /** One destination the gate is about to connect to: the name asked for, and one address it resolved to. */

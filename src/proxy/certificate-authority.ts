@@ -1,5 +1,5 @@
 /**
- * The local certificate authority used to intercept HTTPS to governed hosts (DESIGN.md §4.2):
+ * The local certificate authority used to intercept HTTPS to governed hosts (docs/design.md §4.2):
  * `effectgate ca init` makes it once, the proxy loads it with `--ca-dir` and issues short-lived
  * leaf certificates per host, on demand. ECDSA P-256 over Node's webcrypto (no openssl process).
  */

@@ -1,7 +1,7 @@
 /**
  * Reads the server name (SNI, RFC 6066 §3) out of the first bytes a client sends in a TLS tunnel,
  * without terminating anything: the CONNECT authority is only what the client asked the proxy for,
- * the SNI is the host the TLS session is really for, and both must be routed (DESIGN.md §4.2).
+ * the SNI is the host the TLS session is really for, and both must be routed (docs/design.md §4.2).
  * Pure: bytes in, a verdict out; the caller owns buffering and time limits.
  */
 

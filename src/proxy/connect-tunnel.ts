@@ -4,7 +4,7 @@
  *
  * 1. Before anything is connected, the gate routes a head for the authority (method `CONNECT`,
  *    path `/`); a refusal (`default: block`) is answered on the raw socket.
- * 2. Once the tunnel is up, the client's first bytes say what it carries (DESIGN.md §4.2, see
+ * 2. Once the tunnel is up, the client's first bytes say what it carries (docs/design.md §4.2, see
  *    `peekTunnel`). For TLS the whole ClientHello is read and its SNI is routed too, the same way
  *    the CONNECT authority was: the authority is only what the client asked the proxy for, the SNI
  *    is the host the session is for (`CONNECT 140.82.112.5:443` with SNI `api.github.com` is a
@@ -362,7 +362,7 @@ export class ConnectTunnel {
     if (this.#ca !== undefined) return { kind: 'intercept', authority };
     // The CONNECT names a governed host and the gate cannot read what the tunnel carries: an SNI
     // left out or naming another host does not make it safe to relay (the destination's default
-    // virtual host answers, and the POST goes out ungoverned; issue 10 review).
+    // virtual host answers, and the POST goes out ungoverned).
     return {
       kind: 'close',
       counter: 'tunnelsRefusedSniUngovernable',

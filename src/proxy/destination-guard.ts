@@ -1,5 +1,5 @@
 /**
- * The `egress` policy applied where the proxy connects (DESIGN.md §4.1): on the address the
+ * The `egress` policy applied where the proxy connects (docs/design.md §4.1): on the address the
  * socket is about to connect to, after name resolution, so nothing can change between the check
  * and the connect (no TOCTOU). A name is checked inside the socket's own `lookup`, every address
  * it resolved to (one denied address refuses the name: which one a connect would take is not

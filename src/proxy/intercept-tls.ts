@@ -1,5 +1,5 @@
 /**
- * Terminates the TLS a client opened inside a CONNECT tunnel to a governed host (DESIGN.md §4.2),
+ * Terminates the TLS a client opened inside a CONNECT tunnel to a governed host (docs/design.md §4.2),
  * with a leaf certificate for the CONNECT host issued by the local CA. The decrypted socket is
  * then served like a plain-HTTP tunnel, its requests being `https://` targets.
  */

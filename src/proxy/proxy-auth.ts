@@ -1,5 +1,5 @@
 /**
- * Proxy authentication of a shared proxy (DESIGN.md §4.2): the `Proxy-Authorization` credential,
+ * Proxy authentication of a shared proxy (docs/design.md §4.2): the `Proxy-Authorization` credential,
  * checked against the agents file, is the ONLY source of a request's scope. `Basic` carries
  * `id:secret` (what `HTTPS_PROXY=http://id:secret@host:port` makes curl, Python and undici send),
  * `Bearer` the secret alone. Secrets are compared as SHA-256 digests with `timingSafeEqual`.

@@ -2,7 +2,7 @@
  * The forward proxy's resource limits, all in one place: how long a client may hold a connection
  * or a tunnel without using it, and how many connections the proxy and any one client may hold.
  * Without them, idle tunnels from one agent could take every file descriptor the gate has and
- * every other agent's requests would fail (issue 10: 92 idle tunnels did). The caps are also fitted
+ * every other agent's requests would fail (measured: 92 idle tunnels did). The caps are also fitted
  * under the process's own open-file limit (`resolveLimits`), whatever they were set to.
  */
 

@@ -1,6 +1,6 @@
 /**
  * Reads the first bytes of a CONNECT tunnel, before anything is relayed or served, to say what it
- * carries (DESIGN.md §4.2): plain HTTP, or TLS, whose whole ClientHello is read so its SNI can be
+ * carries (docs/design.md §4.2): plain HTTP, or TLS, whose whole ClientHello is read so its SNI can be
  * routed. Bounded both ways: at most `MAX_CLIENT_HELLO_BYTES` are buffered, and a tunnel that does
  * not say what it carries within the peek timeout is closed. Whatever was read is put back
  * (`unshift`) for whoever reads the stream next.

@@ -5,7 +5,7 @@ import { auditExportLines, verifyAuditExportFile } from './audit-export.js';
 import type { ChainCut, Store } from './types.js';
 
 /**
- * Retention of the event log (issue 12 item 6): the events recorded before a cut-off are archived
+ * Retention of the event log (`effectgate audit prune`): the events recorded before a cut-off are archived
  * as a verified segment and removed from the store, and every chain goes on verifying from its
  * recorded base.
  *

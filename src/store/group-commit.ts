@@ -40,7 +40,7 @@ interface Lane {
 }
 
 /**
- * Group commit (issue 12): concurrent hot-path calls of this process share round trips and
+ * Group commit: concurrent hot-path calls of this process share round trips and
  * transactions. A call that finds fewer than `maxInFlight` calls of its function in flight goes at
  * once, alone (`select eg_decide($1)`, exactly as without group commit: c=1 pays one microtask);
  * the calls that arrive while the store is that busy queue and go together in the next free

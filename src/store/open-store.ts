@@ -49,8 +49,8 @@ export function openStore(options: OpenStoreOptions = {}): Promise<Store> {
 
 /**
  * For inspection and approval commands: the store itself, or, when a running gate holds the
- * embedded store's directory lock, that gate's store socket (DESIGN.md §4.4: these commands never
- * fail with "database locked"). Never migrates, and never creates a store: one that is not there
+ * embedded store's directory lock, that gate's store socket (docs/design.md §4.4: these commands
+ * never fail with "database locked"). Never migrates, and never creates a store: one that is not there
  * (a command run from another directory than the gate's) is `EG_ERR_STORE_MISSING`.
  */
 export async function openInspectionStore(url: string): Promise<Store> {
@@ -174,8 +174,8 @@ function postgresPool(url: string): pg.Pool {
   pool.on('error', () => undefined);
   // A client whose connection dies while it is checked out (mid-query: a reset, a cut relay, a
   // server restart) emits 'error' on itself, where the pool does not listen. The query it was
-  // running rejects on its own, so this listener only keeps the process alive (issue 9: a
-  // flapping store killed the gate this way).
+  // running rejects on its own, so this listener only keeps the process alive (a
+  // flapping store once killed the gate this way).
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
   });

@@ -6,7 +6,7 @@ import { type SocketPath, socketPath } from './socket-path.js';
 import type { Store } from './types.js';
 
 /*
- * The embedded store is single-process (a directory lock guards it), yet DESIGN.md §4.4 wants
+ * The embedded store is single-process (a directory lock guards it), yet docs/design.md §4.4 wants
  * inspection and approval commands to work while a gate runs on it. So the gate that holds the
  * lock serves its open store on a Unix socket inside the store directory, and a command that
  * finds the directory locked talks to that socket instead of failing with "database locked".

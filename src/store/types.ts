@@ -38,10 +38,11 @@ export type GateMode = (typeof GATE_MODES)[number];
 export type RetryReason = (typeof RETRY_REASONS)[number];
 
 /**
- * Why the gate let a later attempt go (recorded with the attempt, DESIGN.md §3 "a recorded retry
- * decision"): the previous attempt definitely failed or never left; the previous reservation was
- * lost (its outcome never recorded within pending_ttl); the destination honors the operation's
- * idempotency key (tool `idempotency.honored: true`); or an operator approved this very retry.
+ * Why the gate let a later attempt go (recorded with the attempt, docs/design.md §3 "Every later
+ * attempt has a parent and a reason"): the previous attempt definitely failed or never left; the
+ * previous reservation was lost (its outcome never recorded within pending_ttl); the destination
+ * honors the operation's idempotency key (tool `idempotency.honored: true`); or an operator
+ * approved this very retry.
  */
 export type RetryDecision =
   | 'previous_attempt_failed'
@@ -54,7 +55,7 @@ export type RetryDecision =
   | 'input_continuation';
 
 /**
- * What the gate does with a new proposal for an operation whose outcome is unknown (DESIGN.md §3,
+ * What the gate does with a new proposal for an operation whose outcome is unknown (docs/design.md §3,
  * derived from the tool at load time): retry at once with the same idempotency key (`honored`),
  * look at the destination first (`reconcile`), or hold it for an operator's approval (`hold`).
  */
@@ -139,7 +140,7 @@ interface DecideCommon {
   readonly maxDuplicateSkips: number;
   readonly request: RequestFacts;
   /**
-   * `shadow` (issue 15): every verdict but allow is recorded as `would_<verdict>` and the caller
+   * `shadow` (docs/design.md §2): every verdict but allow is recorded as `would_<verdict>` and the caller
    * sends the request anyway; a shadow decide never halts a run and never asks for an approval,
    * so it leaves no state an operator must clear when the tool moves to enforce. Absent: enforce.
    */
@@ -168,7 +169,7 @@ export interface ReserveInput extends DecideCommon {
    */
   readonly onExpired: 'unknown' | 'retry';
   /**
-   * `Effectgate-Operation` from a delegated worker (DESIGN.md §3 "Delegation"): the operation this
+   * `Effectgate-Operation` from a delegated worker (docs/design.md §3 "Delegation"): the operation this
    * proposal is an attempt of, never a new one (eg_delegated.sql); `null` when none was sent.
    */
   readonly claimedOperationId: string | null;
@@ -312,7 +313,7 @@ export interface OutcomeInput {
    * Resulting operation state: `succeeded` confirms the key, `failed` releases it, `unknown` keeps
    * it held. `open`: the destination answered without running the tool (MCP `input_required`); the
    * operation stays open and the key awaits the call's continuation, the next attempt of the same
-   * operation (DESIGN.md §4.1).
+   * operation (docs/design.md §4.1).
    */
   readonly operationState: 'succeeded' | 'failed' | 'unknown' | 'open';
   readonly status: number | null;
@@ -377,7 +378,7 @@ export type PostedObservationKind = (typeof POSTED_OBSERVATION_KINDS)[number];
 export type SettledState = (typeof SETTLED_STATES)[number];
 
 /**
- * Later evidence about an operation (DESIGN.md §3): a reconciliation lookup, a gate restart, a
+ * Later evidence about an operation (docs/design.md §3): a reconciliation lookup, a gate restart, a
  * lost outcome, or evidence from outside the gate (an operator's decision, a callback, a
  * read-back, a note: `addObservation`).
  */
@@ -410,7 +411,7 @@ export interface ObservationRecord {
 export type ApprovalState = (typeof APPROVAL_STATES)[number];
 
 /**
- * An approval card (DESIGN.md §3): who may try what again, recorded apart from what happened.
+ * An approval card (docs/design.md §3): who may try what again, recorded apart from what happened.
  * Approving allows exactly one more attempt of the operation.
  */
 export interface ApprovalRecord {
@@ -461,7 +462,7 @@ export interface ApprovalRecord {
 }
 
 /**
- * A session grant (seed attempt-lineage, "session approval records"): one run of one scope may
+ * A session grant (docs/design.md §3 "Approvals"): one run of one scope may
  * retry unknown operations of one tool (or of every tool) until `expiresAt`, without a card per
  * call. Who was allowed to try, recorded apart from what happened.
  */
@@ -852,7 +853,7 @@ export interface Store {
   /** Marks a gate process stopped after it drained (its attempts all have outcomes); only `life` when given. */
   stopInstance(id: string, life?: string): Promise<void>;
   /**
-   * Crash recovery (DESIGN.md §3 "a restart never forgets uncertainty"): every attempt persisted
+   * Crash recovery (docs/design.md §3 "Persist before dispatch"): every attempt persisted
    * without an outcome whose gate is gone is marked `sent_no_response` with a `gate_restarted`
    * observation; its operation becomes `unknown`, its key `unknown`.
    */

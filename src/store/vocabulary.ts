@@ -25,7 +25,7 @@ export const APPROVAL_STATES = Object.freeze([
   'expired',
 ] as const);
 
-/** DESIGN.md §3: the reasons a later attempt may have; a client may only claim operator_requested. */
+/** docs/design.md §3: the reasons a later attempt may have; a client may only claim operator_requested. */
 export const RETRY_REASONS = Object.freeze([
   'connection_not_established',
   'rate_limited',
@@ -37,7 +37,7 @@ export const RETRY_REASONS = Object.freeze([
   'input_required',
 ] as const);
 
-/** DESIGN.md §3 "Observations": every kind of later evidence an operation can carry. */
+/** docs/design.md §3 "Observations": every kind of later evidence an operation can carry. */
 export const OBSERVATION_KINDS = Object.freeze([
   'reconciliation',
   'gate_restarted',
@@ -55,7 +55,7 @@ export const POSTED_OBSERVATION_KINDS = Object.freeze(['callback', 'read_back', 
 /** The states evidence from outside can settle an unknown operation in. */
 export const SETTLED_STATES = Object.freeze(['succeeded', 'failed', 'duplicate_effect_confirmed'] as const);
 
-/** What the gate answers a governed proposal in enforce mode (DESIGN.md §4.2). */
+/** What the gate answers a governed proposal in enforce mode (docs/design.md §4.3). */
 export const ENFORCED_VERDICTS = Object.freeze([
   'allow',
   'duplicate',
@@ -80,5 +80,5 @@ export const SHADOW_VERDICTS = Object.freeze([
 /** Every verdict a decision can record. */
 export const VERDICTS = Object.freeze([...ENFORCED_VERDICTS, ...SHADOW_VERDICTS] as const);
 
-/** `enforce`: verdicts are answered; `shadow`: recorded as would_<verdict>, nothing refused (issue 15). */
+/** `enforce`: verdicts are answered; `shadow`: recorded as would_<verdict>, nothing refused. */
 export const GATE_MODES = Object.freeze(['enforce', 'shadow'] as const);

@@ -116,7 +116,7 @@ export function samePath(target: string, path: string): boolean {
 
 /**
  * An ungoverned request that needs a copy: the normalized path (what was classified is what is
- * sent, DESIGN.md §4.2) and no `Effectgate-*` headers. Every other header is the caller's own.
+ * sent, docs/design.md §4.2) and no `Effectgate-*` headers. Every other header is the caller's own.
  */
 export function rewritten(opts: DispatchOptions, head: GateRequestHead, headers: HeaderMap): DispatchOptions {
   const out: Record<string, string | string[]> = {};

@@ -7,7 +7,7 @@ type Headers = Parameters<NonNullable<Handler['onResponseStart']>>[2];
 
 /**
  * Passes an ungoverned response through untouched but for the gate's namespace: `Effectgate-*`
- * response fields are the gate's word, so a destination's own are dropped (issue 10: a destination
+ * response fields are the gate's word, so a destination's own are dropped (a destination
  * answering `Effectgate-Verdict: duplicate` must not read as the gate's verdict). One small object
  * per request; headers are copied only when one of them is in the namespace. (compose() hands
  * interceptors new-style handlers, so only the new API is forwarded.)

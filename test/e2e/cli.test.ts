@@ -68,7 +68,7 @@ describe('effectgate migrate and audit verify', () => {
   });
 });
 
-describe('--help and --version (issue 14 item 5)', () => {
+describe('--help and --version', () => {
   it.each([
     ['proxy', '--tunnel-idle-timeout'],
     ['policies', 'policies check DIR'],

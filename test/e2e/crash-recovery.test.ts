@@ -1,6 +1,6 @@
 /**
- * Crash recovery end to end (DESIGN.md §3 "Persist before dispatch … a restart never forgets
- * uncertainty", issue 4 rule 5): the real `effectgate proxy` is SIGKILLed while requests are at the
+ * Crash recovery end to end (docs/design.md §3 "Persist before dispatch": a restart never forgets
+ * uncertainty): the real `effectgate proxy` is SIGKILLed while requests are at the
  * destination, restarted on the same store, and must find every attempt it persisted but never
  * settled: `sent_no_response`, a `gate_restarted` observation, the operation `unknown`, and then
  * each follows its tool's unknown-outcome rule. On PGlite the directory lock proves the old gate

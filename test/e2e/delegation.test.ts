@@ -1,5 +1,5 @@
 /**
- * Delegated workers end to end (issue 13 item 4, DESIGN.md §3 "Delegation"): the real
+ * Delegated workers end to end (docs/design.md §3 "Delegation"): the real
  * `effectgate proxy`, a real loopback issue tracker, undici through the proxy, a real store
  * (PGlite always, PostgreSQL when DATABASE_URL is set). A worker carrying `Effectgate-Operation`
  * and `Effectgate-Worker` makes an attempt of the owner's operation, with the same

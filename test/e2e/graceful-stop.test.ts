@@ -1,7 +1,7 @@
 /**
- * A graceful stop lets a governed call in flight finish (issue 9: "an attempt without an outcome
- * after a clean stop is the second worst"): SIGTERM while the destination is still working, and
- * the agent still gets the destination's answer, the attempt its outcome, the process exit 0.
+ * A graceful stop lets a governed call in flight finish (a clean stop must not leave an attempt
+ * without an outcome): SIGTERM while the destination is still working, and the agent still gets the
+ * destination's answer, the attempt its outcome, the process exit 0.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,5 +1,5 @@
 /**
- * Session grants end to end (issue 13 item 5; seed attempt-lineage, "session approval records"):
+ * Session grants end to end (docs/design.md §3 "Approvals"):
  * the real `effectgate proxy` and CLI beside it, a real loopback issue tracker, undici through the
  * proxy, a real store (PGlite always, PostgreSQL when DATABASE_URL is set). An operator lets a
  * recovery run retry unknown operations of a tool for 30 minutes; its retries go out without a

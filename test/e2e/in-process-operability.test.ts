@@ -1,5 +1,5 @@
 /**
- * In-process operability (issue 14 item 7): an agent with the gate in process (`createGate` on the
+ * In-process operability: an agent with the gate in process (`createGate` on the
  * embedded store it opens, `gateInterceptor` on undici) locks that store to its process; the gate
  * serves the same store socket the proxy serves, so the built CLI's `operations`, `approvals` and
  * `trail` work beside it, and an operator approves a held retry while the agent runs.

@@ -1,5 +1,5 @@
 /**
- * Inspection commands never create a store (issue 14 item 6): run from another directory than the
+ * Inspection commands never create a store: run from another directory than the
  * gate's, or pointed at a database the gate never migrated, they say where they looked and how to
  * point at the right store, and leave nothing behind. The built CLI, real PGlite and PostgreSQL.
  */

@@ -1,5 +1,5 @@
 /**
- * Evidence from outside the gate, end to end (issue 13, DESIGN.md §3 "Observations", §4.4): the
+ * Evidence from outside the gate, end to end (docs/design.md §3 "Observations", §4.4): the
  * real `effectgate proxy`, a real loopback issue tracker and a payment provider that accepts a
  * refund (202) and settles it later, real clients (undici through the proxy, curl for the
  * webhook), and a real store (PGlite always, PostgreSQL when DATABASE_URL is set).

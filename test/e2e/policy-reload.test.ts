@@ -1,5 +1,5 @@
 /**
- * Hot reload of policies end to end (issue 15 item 6): the built `effectgate proxy` on an embedded
+ * Hot reload of policies end to end: the built `effectgate proxy` on an embedded
  * PGlite store in a temp folder, a temp policies folder, a real loopback destination and undici
  * through the proxy. `kill -HUP` applies a rewritten policy file; an invalid one is refused with
  * `file:line` in the log while the previous set keeps serving; with `--watch` a change applies

@@ -1,5 +1,5 @@
 /**
- * Many agents, one proxy (DESIGN.md §4.2), through the real binary: `--agents` maps each
+ * Many agents, one proxy (docs/design.md §4.2), through the real binary: `--agents` maps each
  * `Proxy-Authorization` credential to a scope. No credentials or wrong ones → 407 with
  * Proxy-Authenticate (absolute-form and CONNECT); curl with `-x http://id:secret@…` is governed
  * in its agent's scope; another agent's identical call is a different scope; Bearer works; the

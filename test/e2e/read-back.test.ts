@@ -1,5 +1,5 @@
 /**
- * Agent read-backs end to end (issue 13 item 3; DESIGN.md §3 "Observations"): the real
+ * Agent read-backs end to end (docs/design.md §3 "Observations"): the real
  * `effectgate proxy`, a real loopback issue tracker, undici through the proxy, a real store
  * (PGlite always, PostgreSQL when DATABASE_URL is set). After a lost response, the agent lists the
  * issues itself (the request the tool's `reconcile` lookup describes): the gate answers it as

@@ -1,5 +1,5 @@
 /**
- * The README, read top to bottom and pasted (issue 14 item 1): its Quickstart's `npm start` (the
+ * The README, read top to bottom and pasted: its Quickstart's `npm start` (the
  * package.json script, as npm runs it), the example destination, the agent's curl and Python
  * lines, and the inspection commands, each taken from the README's own code blocks and run as a
  * shell runs them, against the built CLI, from a fresh directory holding only `policies/`. Two

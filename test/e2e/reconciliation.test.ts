@@ -1,5 +1,5 @@
 /**
- * Reconciliation end to end (DESIGN.md §3 "Reconciliation appends, never rewrites", issue 4 rule 3):
+ * Reconciliation end to end (docs/design.md §3 "Reconciliation appends, never rewrites"):
  * the real `effectgate proxy`, a real stateful loopback issue tracker whose list endpoint the gate
  * looks up after an unknown outcome (tool `reconcile`, destination that does not honor keys), with
  * the agent's own credentials. One match settles the operation as succeeded, none keeps it unknown

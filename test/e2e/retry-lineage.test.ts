@@ -1,5 +1,5 @@
 /**
- * Retry lineage end to end (DESIGN.md §3, issue 4 rules 1, 2 and 4): the real `effectgate proxy`
+ * Retry lineage end to end (docs/design.md §3): the real `effectgate proxy`
  * binary, a real stateful loopback issue tracker, real clients, and a real store (PGlite always,
  * PostgreSQL when DATABASE_URL is set). A retry of an unknown outcome without a destination
  * guarantee is held until a person approves that very retry; every later attempt has a parent and
@@ -330,9 +330,9 @@ for (const target of storeTargets()) {
     it('a definite failure of the approved retry does not settle the earlier unknown attempt: the next retry is held again', async () => {
       // The destination refuses attempt 2 (as APIs do when the thing attempt 1 created already
       // exists). That says nothing about attempt 1, whose outcome nobody knows: the operation must
-      // stay unknown and a further retry must need a person again (DESIGN.md §3 "Unknown is
-      // dangerous"; issue 4 "operations --state unknown lists exactly the operations whose outcome
-      // nobody knows").
+      // stay unknown and a further retry must need a person again (docs/design.md §3 "Unknown is
+      // dangerous"; and `operations --state unknown` lists exactly the operations whose outcome
+      // nobody knows).
       const c = '/held/acme/refused/issues';
       tracker.plan(c, 'commit-then-destroy', 'reject-422');
       const body = { title: 'Open the incident' };

@@ -1,5 +1,5 @@
 /**
- * The run model through the real proxy binary (issue 14 item 3): clients that send no
+ * The run model through the real proxy binary: clients that send no
  * `Effectgate-Run` each get a run derived from their scope and address, so a looping agent is
  * halted whether it opens a new connection per call (curl) or reuses one (undici keep-alive), an
  * unrelated client of the same shared proxy is not halted by its loop, and an operator can list

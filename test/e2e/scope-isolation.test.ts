@@ -1,6 +1,6 @@
 /**
- * Scope is always part of the key (seed: duplicate-effect-recognition, "Scope is not
- * configurable"): two sidecars of different tenants on ONE store, proposing the identical effect,
+ * Scope is always part of the key (docs/design.md §2 "Scope is always in the
+ * key"): two sidecars of different tenants on ONE store, proposing the identical effect,
  * both get it done; the same tenant again gets a duplicate. On PostgreSQL both gates run at once;
  * PGlite is single-process, so there they take turns on the same directory.
  */

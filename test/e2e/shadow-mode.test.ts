@@ -1,5 +1,5 @@
 /**
- * Shadow mode end to end (issue 15 item 4): the built `effectgate proxy --mode shadow` on a real
+ * Shadow mode end to end: the built `effectgate proxy --mode shadow` on a real
  * store, real clients (curl and Python urllib through the proxy), a real loopback issue tracker.
  * Nothing is refused: the tracker holds every issue the agent asked for, and the trail, the CLI,
  * `/metrics` and the operations page all say what enforce mode would have prevented. The same

@@ -1,5 +1,5 @@
 /**
- * Start-up fails cleanly (issue 10 item 7): with `--listen` or `--admin` taken, the real
+ * Start-up fails cleanly: with `--listen` or `--admin` taken, the real
  * `effectgate proxy` prints one line naming the flag, exits non-zero within seconds, never serves a
  * governed request, and releases the embedded store's lock (the same directory opens again).
  */

@@ -1,5 +1,5 @@
 /**
- * The timeline web page (issue 5 item 4) in a real headless Chromium (playwright-core, Debian's
+ * The timeline web page in a real headless Chromium (playwright-core, Debian's
  * chromium) against the admin pages on loopback and a real store (PGlite always, PostgreSQL when
  * DATABASE_URL is set): log in with the admin token, filter the operations, open one by clicking,
  * read its timeline, approve a held retry with the form, and check the approval really took effect

@@ -1,5 +1,5 @@
 /**
- * Unknown outcomes end to end (DESIGN.md §3, issue 4): the real `effectgate proxy` binary, a real
+ * Unknown outcomes end to end (docs/design.md §3): the real `effectgate proxy` binary, a real
  * stateful loopback issue tracker that can commit an effect and then destroy the socket before
  * answering, real clients (undici through ProxyAgent in absolute form, curl -x), and a real store:
  * embedded PGlite always, PostgreSQL when DATABASE_URL is set. Every scenario checks the answer
@@ -60,7 +60,7 @@ for (const target of storeTargets()) {
       await tracker?.close();
     });
 
-    it('forced failure (seed): the lost response is unknown, the next run retries the SAME operation with the same key, the destination replays, the trail closes it with evidence', async () => {
+    it('forced failure: the lost response is unknown, the next run retries the SAME operation with the same key, the destination replays, the trail closes it with evidence', async () => {
       const c = '/honored/acme/seed/issues';
       tracker.plan(c, 'commit-then-destroy');
       const auth = { authorization: 'Bearer agent-secret-seed' };
@@ -351,7 +351,7 @@ for (const target of storeTargets()) {
       expect(api.status).toBe(200);
       expect((api.json['operations'] as { id: string }[]).map((o) => o.id).sort()).toEqual(unknown);
 
-      // While the gate runs (DESIGN.md §4.4: on the embedded store, through the gate's store socket).
+      // While the gate runs (docs/design.md §4.4: on the embedded store, through the gate's store socket).
       const alongside = await gate.cli(['operations', '--state', 'unknown', '--json']);
       expect(alongside.code, alongside.stderr).toBe(0);
       const running = JSON.parse(alongside.stdout) as { operations: { id: string }[] };

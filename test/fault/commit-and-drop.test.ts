@@ -1,6 +1,6 @@
 /**
- * The destination performs the effect and drops the connection without answering (issue #9 item
- * 7, DESIGN.md §3 "Unknown is dangerous"): the gate cannot know whether the effect happened, so
+ * The destination performs the effect and drops the connection without answering
+ * (docs/design.md §3 "Unknown is dangerous"): the gate cannot know whether the effect happened, so
  * the attempt is `sent_no_response` and the operation `unknown`, and the next proposal of the key
  * follows the tool's unknown-outcome rule: never a second effect.
  */

@@ -1,5 +1,5 @@
 /**
- * The catalogue of fault cases (issue #9 item 7): what each injects and what it promises. The test
+ * The catalogue of fault cases: what each injects and what it promises. The test
  * files title their cases from it and write one result row per (case, store) to
  * test-artifacts/fault-results/; scripts/reliability.ts turns the rows into docs/RELIABILITY.md,
  * listing a catalogue entry that produced no row as "not run" instead of dropping it.

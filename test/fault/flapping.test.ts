@@ -1,5 +1,5 @@
 /**
- * The store flapping under load (issue #9 item 7): the relay between the gate and PostgreSQL goes
+ * The store flapping under load: the relay between the gate and PostgreSQL goes
  * down and up every `period` ms while 16 agents propose many keys, each key by 2–3 runs that retry
  * whatever the gate answers. Afterwards the gate is stopped gracefully and the destination's
  * ledger is compared with the trail.

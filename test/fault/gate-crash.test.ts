@@ -1,5 +1,5 @@
 /**
- * The gate itself dies (issue #9 item 7): the built CLI is SIGKILLed with calls in flight at the
+ * The gate itself dies: the built CLI is SIGKILLed with calls in flight at the
  * destination and restarted at once with the same --instance-id (both stores), and, on PostgreSQL,
  * killed while the store is down past pending_ttl so the outcomes it had could never be written.
  * Either way the next proposal of each key must never be a second effect: a plain tool is held

@@ -2,7 +2,7 @@
  * The Jepsen-style checker of the fault suite: after a run, the destination's own ledger (what
  * really happened) is compared with the gate's trail (what the gate says happened).
  *
- * Invariants (issue #9, DESIGN.md §2–§3):
+ * Invariants (docs/design.md §2–§3):
  * 1. every key is performed at most once by the destination (a replay of an honoured
  *    Idempotency-Key is not a second effect);
  * 2. every attempt has a dispatch state (after a graceful stop, with the store back);

@@ -1,5 +1,5 @@
 /**
- * An operator's resolution cut at the worst moment (issue 13): `resolve --as failed` commits and
+ * An operator's resolution cut at the worst moment: `resolve --as failed` commits and
  * its reply is lost, through a TCP relay in front of PostgreSQL. The operator sees a store error
  * and resolves again; the store answers that the operation is already failed, so it landed once.
  * The agent's next proposal is then the operation's second attempt, with the same

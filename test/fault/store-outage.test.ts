@@ -1,8 +1,8 @@
 /**
- * The store lost at each moment of one governed call (issue #9 item 7, DESIGN.md §4.1): before
+ * The store lost at each moment of one governed call (docs/design.md §4.1): before
  * decide, while decide's answer is on the wire, while the call is at the destination, and at
  * recordOutcome (never written, or written with the answer lost); and as a group-commit batch's
- * answer is on the wire (issue 12: six agents at once, so their decides, then their outcomes,
+ * answer is on the wire (six agents at once, so their decides, then their outcomes,
  * share one eg_batch round trip): the batch committed and the gate never learns it, so every
  * call in it is where a lone call whose answer was lost is. The gate reaches PostgreSQL through a
  * TCP relay the test cuts; the checker reads the database directly.

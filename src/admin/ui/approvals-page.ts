@@ -1,5 +1,5 @@
 /**
- * Approval cards (DESIGN.md §3 "Approvals"): the intent, the previous dispatch state and the
+ * Approval cards (docs/design.md §3 "Approvals"): the intent, the previous dispatch state and the
  * planned recovery, who asked and who decided; with Approve / Deny forms on a `requested` card and
  * a Revoke form on an approved one not used yet. `GET /ui/approvals?state=` lists them.
  */

@@ -1,5 +1,5 @@
 /**
- * What the page a form lands on says was recorded (issue 14 item 8): after Approve / Deny /
+ * What the page a form lands on says was recorded: after Approve / Deny /
  * Revoke and Resolve the redirect names the record (`?decided=<approval id>`,
  * `?resolved=<observation id>`, like the run page's `?released=`), and the page shows a
  * `role="status"` banner read from that record. Only a record the page really has gets one, and

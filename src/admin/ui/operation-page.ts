@@ -1,5 +1,5 @@
 /**
- * `GET /ui/operations/:id`: the investigation view of one operation (DESIGN.md §3), the same report
+ * `GET /ui/operations/:id`: the investigation view of one operation (docs/design.md §3), the same report
  * as `effectgate trail` and `GET /api/operations/:id`: state on top, the intent, then the timeline
  * of decisions, attempts, observations and approval steps, then the approval cards.
  */
@@ -117,7 +117,7 @@ ${cards}`,
 }
 
 /**
- * The operator's resolution (DESIGN.md §3 "Observations"), shown while nobody knows the outcome:
+ * The operator's resolution (docs/design.md §3 "Observations"), shown while nobody knows the outcome:
  * `unknown`, or `open` (the store refuses one whose attempt is still in flight, and says so).
  */
 function resolveForm(view: OperationView): SafeHtml | string {

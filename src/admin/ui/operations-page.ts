@@ -141,8 +141,8 @@ ${results}`,
 }
 
 /**
- * What enforce mode would have prevented, from every decision shadow mode recorded (issue 15:
- * "12 duplicate effects would have been skipped"), per verdict and then per tool.
+ * What enforce mode would have prevented, from every decision shadow mode recorded ("12 duplicate
+ * effects would have been skipped"), per verdict and then per tool.
  */
 function shadowBanner(counts: readonly ShadowVerdictCount[]): SafeHtml {
   if (counts.length === 0) return html``;

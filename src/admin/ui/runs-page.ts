@@ -1,5 +1,5 @@
 /**
- * Runs (issue 14 item 3): `GET /ui/runs` lists the runs the loop breaker knows, halted first;
+ * Runs: `GET /ui/runs` lists the runs the loop breaker knows, halted first;
  * `GET /ui/runs/:id` shows one run: per scope its halt and releases with a Release form, then
  * every decision it made, each linked to its operation. A halted run is the one thing an operator
  * must act on here, so it leads the page.

@@ -91,7 +91,7 @@ function decisionBody(e: DecisionEntry, ctx: RowContext): SafeHtml {
       html`<p>skipped as a duplicate of <a class="source-link mono" href="${operationHref(src)}">${src === ctx.operationId ? `this operation (${src})` : src}</a>: nothing was sent; the earlier response was not replayed.</p>`,
     );
   }
-  // Shadow mode: the request went out although enforce mode would have stopped it (issue 15).
+  // Shadow mode: the request went out although enforce mode would have stopped it.
   const shadow = shadowSummary(e);
   if (shadow !== null) {
     const src = e.source_operation_id;

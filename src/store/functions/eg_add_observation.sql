@@ -1,4 +1,4 @@
--- Evidence from outside the gate (DESIGN.md §3 "Observations", §4.4; issue 13): an operator's
+-- Evidence from outside the gate (docs/design.md §3 "Observations", §4.4): an operator's
 -- decision (`effectgate operations resolve`), a destination's callback, an agent's read-back or an
 -- operator's note, appended to its operation as one observation row and one observation.<kind>
 -- event. `select eg_add_observation(<ObservationInput as JSON text>)`.

@@ -1,4 +1,4 @@
--- Group commit (issue 12): `select eg_batch('eg_decide' | 'eg_record_outcome', <inputs>)` runs
+-- Group commit: `select eg_batch('eg_decide' | 'eg_record_outcome', <inputs>)` runs
 -- several hot-path calls of ONE gate process in one statement, one transaction and one round trip,
 -- and answers their results as a JSON array in input order. <inputs> is a JSON array of the calls'
 -- inputs, as text: json (not jsonb) keeps each element's text as sent, so every call gets, and

@@ -1,4 +1,4 @@
--- The continuation of a call whose latest attempt was answered MCP `input_required` (DESIGN.md
+-- The continuation of a call whose latest attempt was answered MCP `input_required` (docs/design.md
 -- §4.1 "MCP and other JSON-RPC tools"): that attempt did not run the tool, it asked for input, and
 -- the same request again (with `inputResponses`, which the fingerprint ignores) is the next attempt
 -- of the SAME operation: same id, so the same Idempotency-Key goes out; parent the attempt that

@@ -136,7 +136,7 @@ begin
       continue;
     end if;
 
-    -- (c2) The key's latest attempt was answered MCP input_required (DESIGN.md §4.1): the tool did
+    -- (c2) The key's latest attempt was answered MCP input_required (docs/design.md §4.1): the tool did
     -- not run, it asked for input. The same request again inside the window (its continuation:
     -- the fingerprint ignores inputResponses and requestState) is the next attempt of that
     -- operation (eg_continue). A changed request forks a new operation, and one past the window is
@@ -159,7 +159,7 @@ begin
     end if;
 
     -- (c3) A reservation past its pending_ttl whose attempt has no outcome is not a free key
-    -- (DESIGN.md §2, §4.1): its gate lost track (a crash, a store error when the outcome was
+    -- (docs/design.md §2, §4.1): its gate lost track (a crash, a store error when the outcome was
     -- written), so the attempt may have done the effect. eg_expire makes it sent_no_response
     -- (observation outcome_lost) and its operation unknown; inside the window the key becomes
     -- unknown too and this proposal is answered by the unknown rules at the top of the loop. With
@@ -185,7 +185,7 @@ begin
     end if;
 
     -- (d) A materially changed request for a key whose operation is still inside its window is not
-    -- a retry: it forks a new operation that supersedes the old one (seed: attempt-lineage).
+    -- a retry: it forks a new operation that supersedes the old one (docs/design.md §3).
     v_fork_of := null;
     if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now()) then
       select * into v_prev from attempts where id = v_row.attempt_id;
@@ -227,7 +227,7 @@ begin
         or (k.state = 'pending' and k.expires_at < now())
         or (k.state = 'confirmed' and k.window_ends_at < now()))
       -- 'awaiting_input' is never taken here either: (c2) answers it.
-      -- 'unknown' is never taken over here (DESIGN 4.1), and a retry needs attempt budget left
+      -- 'unknown' is never taken over here (docs/design.md §4.1), and a retry needs attempt budget left
       -- (continuations of an input_required answer spent none: input_rounds).
       and (k.state = 'confirmed'
         or v_fork_of is not null

@@ -1,4 +1,4 @@
--- Delegation (DESIGN.md §3 "Delegation", seed attempt-lineage: "one owner per operation"): a
+-- Delegation (docs/design.md §3 "Delegation": one owner per operation): a
 -- proposal carrying Effectgate-Operation says it acts on that operation's declared effect, as a
 -- worker of the process that owns it. Called by eg_decide before anything else is read; returns
 -- the verdict when the claim settles the proposal, or null to go on with the usual protocol, which

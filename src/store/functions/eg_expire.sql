@@ -1,4 +1,4 @@
--- A reservation whose pending_ttl passed while its attempt still has no outcome (DESIGN.md §2,
+-- A reservation whose pending_ttl passed while its attempt still has no outcome (docs/design.md §2,
 -- §4.1 "Reservation TTL and unknown operations"): the gate that held it lost track of it (it
 -- crashed, or the store failed when the outcome was written), so the attempt may have done the
 -- effect. It is not a free key: the attempt becomes sent_no_response with an outcome_lost

@@ -1,4 +1,4 @@
--- Session grants (migration 0008; seed attempt-lineage, "session approval records"): `create` lets
+-- Session grants (migration 0008; docs/design.md §3 "Approvals"): `create` lets
 -- one run of one scope retry unknown operations (of p.toolId, or of every tool when it is null)
 -- until p.ttlMs from now; `revoke` ends one early. One grant.created / grant.revoked event each,
 -- on the grant's own chain (it belongs to no operation). Returns the grant's id.

@@ -1,7 +1,7 @@
 -- Inserts attempt p_number of operation p_operation_id for the proposal p, with its retry lineage
 -- and the attempt budget it leaves (p_spent: the attempts that spent it, this one included).
 -- plpgsql, not `language sql`: PostgreSQL plans a SQL function's INSERT again on every call (98-106
--- µs per allow, issue 12), while plpgsql keeps the plan for the session.
+-- µs per allow, measured), while plpgsql keeps the plan for the session.
 create or replace function eg_insert_attempt(p jsonb, p_operation_id text, p_number int, p_retry_of text,
     p_retry_reason text, p_retry_decision text, p_spent int) returns void language plpgsql as $$
   begin

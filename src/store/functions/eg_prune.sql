@@ -1,4 +1,4 @@
--- Retention, step 3 (issue 12 item 6; `effectgate audit prune`), one chain per call and
+-- Retention, step 3 (`effectgate audit prune`), one chain per call and
 -- transaction: removes the chain's events after its base up to the cut that eg_prune_cut gave and
 -- that the archive (step 2, a verified `audit export` segment) ends with, and makes that cut the
 -- chain's new base. p_cut: { chain, baseSeq, baseHash, cutSeq, cutHash }. Returns how many events

@@ -1,4 +1,4 @@
--- Retention, step 1 (issue 12 item 6; `effectgate audit prune`): where each chain would be cut to
+-- Retention, step 1 (`effectgate audit prune`): where each chain would be cut to
 -- remove the events recorded before p_before. Read only. For every chain: its base (the last event
 -- removed so far, 0 and the genesis hash while none was), its cut (the last event recorded before
 -- p_before, or the base when none is) and the cut event's hash, as a JSON array by chain.

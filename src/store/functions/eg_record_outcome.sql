@@ -9,10 +9,10 @@
 -- unknown-outcome rules (honored idempotency, an approval, an accepted risk) settles nothing: the earlier
 -- attempt that was sent without a response may still have done the effect (a destination often
 -- refuses a retry BECAUSE the first one worked), so the operation and its key stay unknown
--- (DESIGN.md §3).
+-- (docs/design.md §3).
 --
 -- Idempotent, because the gate writes an outcome again when it lost the answer of a write that may
--- have committed (issue 9): an attempt that already has this very outcome (same dispatch state and
+-- have committed: an attempt that already has this very outcome (same dispatch state and
 -- status) answers its operation's state again, with no second event; another outcome is refused. An abandoned decide (operationId null: the gate never heard the
 -- decide's answer and sent nothing) is found by its attempt id, or is a no-op when that decide
 -- never committed.

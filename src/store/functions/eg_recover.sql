@@ -2,7 +2,7 @@
 -- without locks, oldest first. The caller (KyselyStore.recover) then settles each one with
 -- eg_recover_attempt in its OWN transaction: handling all of them in one would take a chain head
 -- (an event) before the next candidate's key, against the global lock order, and deadlock with a
--- decide of that key (issue 9 review), while holding up to every chain head until commit.
+-- decide of that key, while holding up to every chain head until commit.
 --
 -- Orphaned: an attempt of a gate that stopped or whose heartbeat is older than staleAfterMs; one
 -- of a previous life of the calling gate (same instance id, started before this life registered:

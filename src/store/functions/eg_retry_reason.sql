@@ -1,4 +1,4 @@
--- The reason of a later attempt, from the closed set (DESIGN.md §3): the client may only claim
+-- The reason of a later attempt, from the closed set (docs/design.md §3): the client may only claim
 -- operator_requested; a changed credential reference is credential_refreshed; otherwise it
 -- follows from how the previous attempt ended. A definite 4xx other than 429 has no reason in
 -- the set: null, and the retry decision says previous_attempt_failed.

@@ -5,7 +5,7 @@
 -- Whether the run halts is decided at the top of eg_decide, by the next proposal of the key:
 -- counting never refuses, so the duplicate that was counted is still answered as one.
 --
--- Why per key: the seed halts a run that "keeps proposing the same duplicate". A run that resumes
+-- Why per key: the loop breaker halts a run that keeps proposing the same duplicate. A run that resumes
 -- or replays a plan proposes many distinct effects that are done, once each, and each 409 is the
 -- gate doing its job; adding them up halted exactly the runs recovering correctly (and, with one
 -- run for a whole shared proxy, everyone). A loop through several effects repeats each of them,

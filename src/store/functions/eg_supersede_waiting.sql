@@ -1,4 +1,4 @@
--- A proposal that takes an awaiting_input key without continuing its operation (DESIGN.md §4.1): a
+-- A proposal that takes an awaiting_input key without continuing its operation (docs/design.md §4.1): a
 -- changed request inside the window (p_fork_of: the operation it forks from, which it supersedes)
 -- or any request past the window. It is a new operation with the key; the operation that asked for
 -- input can never be continued now, and none of its attempts ran the tool, so it is cancelled

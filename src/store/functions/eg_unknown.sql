@@ -1,4 +1,4 @@
--- A proposal for a key whose operation's outcome is unknown (DESIGN.md §3 and §4.1): honored
+-- A proposal for a key whose operation's outcome is unknown (docs/design.md §3 and §4.1): honored
 -- idempotency retries at once with the same key; a reconcile lookup goes first (the first call
 -- answers `reconcile` and records nothing; the gate looks and calls again with the observation);
 -- an approved approval allows exactly one retry, and so does an active session grant of the run
@@ -81,7 +81,8 @@ begin
         'duplicateSkips', v_skips, 'source', v_source, 'operationState', v_to,
         'reconciliation', v_rec ->> 'result');
     end if;
-    -- none or inconclusive: absence proves little (seed). The state stays unknown; on to approval.
+    -- none or inconclusive: absence proves little (docs/design.md §3). The state stays unknown; on
+    -- to approval.
   end if;
 
   -- No retry is possible (budget spent, same request): say so now, by any rule, rather than ask
@@ -99,7 +100,7 @@ begin
   if v_rule = 'honored' and not v_changed and v_keyed then
     v_decision := 'destination_idempotency_honored';
   else
-    -- An approval is of that very retry (DESIGN.md §3): of the attempt it was asked about, which
+    -- An approval is of that very retry (docs/design.md §3): of the attempt it was asked about, which
     -- must still be the key's latest, and of the request it was asked about (its fingerprint): the
     -- same key values with another body (another payee) is another request a person never saw.
     select * into v_approval from approvals

@@ -1,5 +1,5 @@
 /**
- * The investigation view of one operation (DESIGN.md §3), built from a real store: intent and
+ * The investigation view of one operation (docs/design.md §3), built from a real store: intent and
  * state on top, then decisions, attempts, observations and approval steps in the order they
  * happened, with parents, reasons and the destination's replay signal.
  */

@@ -1,5 +1,5 @@
 /**
- * The dispatch deadline and the reservation's lease (DESIGN.md §2, §4.1): a reservation's
+ * The dispatch deadline and the reservation's lease (docs/design.md §2, §4.1): a reservation's
  * pending_ttl starts inside the store's transaction, so whatever the decide took (a row lock wait,
  * the other calls of a group-commit batch, its queue) is lease the call no longer has. The gate
  * counts the deadline (90 % of pending_ttl) from when it asked for the decision, so the call ends

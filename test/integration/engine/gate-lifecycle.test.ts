@@ -1,5 +1,5 @@
 /**
- * The gate's lifecycle in the engine (issue 9, items 3 and 4): `createGate` registers and
+ * The gate's lifecycle in the engine: `createGate` registers and
  * recovers before it resolves, `close()` waits for governed calls in flight and their outcomes,
  * a store the gate opened is closed by it, and a gate that starts again under its instance id
  * recovers its previous life at once. Real stores, a real loopback destination, undici.

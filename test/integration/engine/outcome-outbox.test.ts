@@ -1,5 +1,5 @@
 /**
- * The outcome outbox on real stores (issue 9 item 2): an abandoned decide that commits only after
+ * The outcome outbox on real stores: an abandoned decide that commits only after
  * the gate wrote its `not_sent` (the client gave up on a decide the server was still running) is
  * looked for again and settled, and a graceful drain reports what it could not write. Store
  * outages themselves are cut with a TCP relay in test/fault/store-outage.test.ts.

@@ -1,5 +1,5 @@
 /**
- * Hot reload of policies in the engine (issue 15 item 6), on a real store (PGlite always,
+ * Hot reload of policies in the engine, on a real store (PGlite always,
  * PostgreSQL with DATABASE_URL) and a real loopback destination: a request in flight finishes
  * under the set it started with, a reload governs from its next request, and reloads under load
  * leave no analysis worker of a replaced generation behind.

@@ -1,5 +1,5 @@
 /**
- * Agent read-backs where they could settle the wrong thing (issue 13 item 3; found by a hostile
+ * Agent read-backs where they could settle the wrong thing (found by a hostile
  * review, each failing before its fix). In process: createGate over a real store, with a scripted
  * destination (an UpstreamSender) so each race and each answer is exact: an answer that predates
  * a later attempt, a lookup-shaped GET to another host, polls that would each cost a store write,

@@ -1,5 +1,5 @@
 /**
- * Whose runs a halt reaches (issue 14 item 3, from the run model's second hostile review): a
+ * Whose runs a halt reaches (from the run model's second hostile review): a
  * derived run's halt follows its client on the same gate instance (a restart of it, the idle
  * bound), and no further: not another in-process gate, not another sidecar replica that also sees
  * its agent at 127.0.0.1, not a new fixed run id. A delegated worker that loops on a done

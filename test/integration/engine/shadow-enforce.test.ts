@@ -1,5 +1,5 @@
 /**
- * Shadow mode must not weaken enforce mode (found by a hostile review of issue 15's shadow mode):
+ * Shadow mode must not weaken enforce mode (found by a hostile review of shadow mode):
  * nothing a shadow tool leaves behind may change what the same tool does once a reload moves it
  * to enforce. A keyless shadow attempt is never "honored" by a keyed retry (a second charge), and
  * the would_duplicates a run got 201s for are not skips it was told about (a halt). The

@@ -1,5 +1,5 @@
 /**
- * Shadow mode (issue 15 item 4): every verdict is computed and recorded, as `would_<verdict>` for
+ * Shadow mode: every verdict is computed and recorded, as `would_<verdict>` for
  * all but allow, and nothing is refused or answered by the gate. What this must never do is lie:
  * the destination's own ledger (the ground truth) is compared with the trail after each case, so a
  * request sent anyway that the trail does not show, or an effect shown that did not happen, fails.

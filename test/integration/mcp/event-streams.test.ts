@@ -1,5 +1,5 @@
 /**
- * Event-stream answers of a JSON-RPC tool (issue 11 item 3, DESIGN.md §4.1): forwarded to the
+ * Event-stream answers of a JSON-RPC tool (docs/design.md §4.1): forwarded to the
  * agent as they arrive while the gate reads them for the JSON-RPC response; a stream the agent
  * closes first, or that ends without the response, leaves the attempt `sent_no_response` and the
  * operation `unknown` (its retry is held, never a second effect); a stream far past the buffered

@@ -1,11 +1,11 @@
 /**
- * The official MCP TypeScript SDK end to end (issue 11 item 6): an SDK `Client` over its
+ * The official MCP TypeScript SDK end to end: an SDK `Client` over its
  * `StreamableHTTPClientTransport`, as a real agent uses it, calls tools of a real SDK `McpServer`
  * on loopback (`ticket-server.ts`) through the real gate on a real store, by both front doors: the
  * forward proxy (an undici `ProxyAgent` given to the transport's `fetch`) and the in-process undici
  * interceptor. The server's ledger of executions is the ground truth: a duplicate never reaches
  * it, a failed call (`isError` or a JSON-RPC error) leaves the agent free to try again, and a call
- * whose response was lost is held on retry rather than run twice (DESIGN.md §4.1, §4.3).
+ * whose response was lost is held on retry rather than run twice (docs/design.md §4.1, §4.3).
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';

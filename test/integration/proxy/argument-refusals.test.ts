@@ -1,7 +1,7 @@
 /**
  * Ambiguous and too complex arguments through the real forward proxy, a real engine and a real
  * store: refused 422 / 413 with problem+json naming the path, nothing sent upstream, and no store
- * round trip made (DESIGN.md §4.1 "Spellings"; issue 10 items 4 and 5).
+ * round trip made (docs/design.md §4.1 "Spellings").
  */
 import { ProxyAgent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 /**
  * A tool chosen by its body (`match.body`, an MCP `tools/call`) is never skipped because the gate
- * cannot read the body (issue 10 review): a compressed, UTF-16, NaN-bearing or not-UTF-8 body, or
+ * cannot read the body: a compressed, UTF-16, NaN-bearing or not-UTF-8 body, or
  * a JSON-RPC batch, that a destination could still read is refused 415 EG_ERR_BODY_UNREADABLE, and
  * one that matches only with member names read without letter case 422, instead of being relayed
  * unclassified, so the same call is never performed twice.

@@ -1,5 +1,5 @@
 /**
- * `egress` (DESIGN.md §4.1) through the real proxy: destinations are checked on the resolved
+ * `egress` (docs/design.md §4.1) through the real proxy: destinations are checked on the resolved
  * address before connecting. Only loopback is ever connected to; 169.254.169.254 is refused
  * before any socket exists (the answer is the gate's 403, immediately, and counted).
  */

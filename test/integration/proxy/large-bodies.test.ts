@@ -1,5 +1,5 @@
 /**
- * Large governed bodies are analysed on a worker thread (issue 10 item 5), and that must never
+ * Large governed bodies are analysed on a worker thread, and that must never
  * change what the gate decides: through the real forward proxy (and the undici interceptor), a
  * store and a loopback destination, the same effect sent once with a small body (analysed on the
  * event loop) and once with a large one (on the worker) is one effect at the destination.

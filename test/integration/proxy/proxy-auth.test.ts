@@ -1,5 +1,5 @@
 /**
- * Agent credentials → scope (DESIGN.md §4.2): with an agents file, every absolute-form request,
+ * Agent credentials → scope (docs/design.md §4.2): with an agents file, every absolute-form request,
  * CONNECT and upgrade must carry `Proxy-Authorization`; the head's scope is the credential's, a
  * tunnel's requests inherit the CONNECT's, and no request header changes it.
  */

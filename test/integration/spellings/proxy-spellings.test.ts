@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §4.1 "Spellings" through the real proxy, a real engine and store: every other spelling
+ * docs/design.md §4.1 "Spellings" through the real proxy, a real engine and store: every other spelling
  * of a governed effect is either governed (the second is a 409 duplicate) or refused 400, and a
  * second effect never reaches the destination; ordinary requests are unaffected.
  */

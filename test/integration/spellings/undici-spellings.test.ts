@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §4.1 "Spellings" through the in-process undici interceptor on a real engine and store:
+ * docs/design.md §4.1 "Spellings" through the in-process undici interceptor on a real engine and store:
  * address spellings and overrides are governed, lenient path spellings refused, nothing sent twice.
  */
 import { Agent, type Dispatcher } from 'undici';

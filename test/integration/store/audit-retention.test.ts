@@ -1,5 +1,5 @@
 /**
- * Retention of the event log (issue 12 item 6; src/store/audit-retention.ts, eg_prune_cut.sql,
+ * Retention of the event log (src/store/audit-retention.ts, eg_prune_cut.sql,
  * eg_prune.sql, migration 0006): the events recorded before a cut-off are archived as a verified
  * segment and removed, and what is left still verifies from each chain's recorded base. Asked of
  * it, the ways it could let the trail lie: an archive that is not whole, an event removed that no

@@ -5,7 +5,7 @@ import { openTestStore, storeTargets, type TestStore } from '../../helpers/store
 import { expectVerdict, newKey, newRun, outcome, request, reserve, scope, sleep } from './inputs.js';
 
 /**
- * Delegation (issue 13 item 4, DESIGN.md §3 "Delegation", eg_delegated.sql): a proposal carrying
+ * Delegation (docs/design.md §3 "Delegation", eg_delegated.sql): a proposal carrying
  * Effectgate-Operation is an attempt of the operation it names, never a new one; a claim that
  * cannot be one is refused and recorded.
  */

@@ -15,8 +15,8 @@ import {
 } from './inputs.js';
 
 /**
- * "An expired reservation is not a free key" (DESIGN.md §2, §4.1 "Reservation TTL and unknown
- * operations"; issue 9): a reservation whose outcome was never recorded within pending_ttl makes
+ * "An expired reservation is not a free key" (docs/design.md §2, §4.1 "Reservation TTL and unknown
+ * operations"): a reservation whose outcome was never recorded within pending_ttl makes
  * its attempt sent_no_response (observation outcome_lost) and its operation unknown, and the
  * proposal that found it is answered by the tool's unknown rule. Only `on_expired: retry` lets a
  * new attempt out, recorded as curator_accepted_risk. Also: outcomes written twice (a commit lost

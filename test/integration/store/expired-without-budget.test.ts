@@ -1,5 +1,5 @@
 /**
- * A lost reservation with no attempt budget left under `on_expired: retry` (issue 9 review): the
+ * A lost reservation with no attempt budget left under `on_expired: retry`: the
  * proposal is answered `block retry_budget_exhausted`, and so is every later one. eg_expire finds
  * the attempt it already marked and does not mark it again, and eg_decide checks an expiry once
  * per call (it used to go round the loop until "dedupe key kept changing" raised).

@@ -1,5 +1,5 @@
 /**
- * Session grants where they could let a retry out that must not go (issue 13 item 5; found by a
+ * Session grants where they could let a retry out that must not go (found by a
  * hostile review, each failing before its fix): a revoke that commits while a retry reads the
  * grant, a changed request, a retry a person denied, and input that reaches the store directly
  * (the PGlite store socket forwards it as given).

@@ -13,7 +13,7 @@ import {
 } from './inputs.js';
 
 /**
- * Session grants (issue 13 item 5, migration 0008, eg_grant.sql, eg_unknown.sql): one run of one
+ * Session grants (migration 0008, eg_grant.sql, eg_unknown.sql): one run of one
  * scope may retry unknown operations of a tool for a while without a card per call; each retry's
  * card is used under the grant and names it; a revoked or expired grant, another run, another
  * scope or another tool is held as before.

@@ -1,5 +1,5 @@
 /**
- * Group commit under pressure (issue 12 item 3; src/store/group-commit.ts, eg_batch.sql), from a
+ * Group commit under pressure (src/store/group-commit.ts, eg_batch.sql), from a
  * hostile review of it: 40 keys proposed in six rounds from two processes at once (batches,
  * deadlock fallbacks and lone calls mixed) must give at most one allow per key, an outcome for
  * every attempt, one event per decision and an intact chain whose heads agree with their last

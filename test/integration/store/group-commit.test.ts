@@ -1,5 +1,5 @@
 /**
- * Group commit on a real store (issue 12 item 3; src/store/group-commit.ts, eg_batch.sql): calls
+ * Group commit on a real store (src/store/group-commit.ts, eg_batch.sql): calls
  * made together share one eg_batch round trip and one transaction, and each still gets exactly
  * the answer it would have had alone. Asked of every batch, the ways it could let an effect
  * happen twice or the trail lie:

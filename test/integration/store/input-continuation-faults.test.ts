@@ -1,5 +1,5 @@
 /**
- * MCP input_required continuations when things go wrong (DESIGN.md §2, §3, §4.1; issue 11): late
+ * MCP input_required continuations when things go wrong (docs/design.md §2, §3, §4.1): late
  * answers, lost reservations, dead gates, lookups, approvals, races, forks and windows around an
  * awaiting_input key. Each case is one sequence of store calls that could let a continuation go
  * out while an attempt that may have run has no outcome, or make the trail say something false.

@@ -1,6 +1,6 @@
 /**
- * MCP multi-round-trip calls in the store (DESIGN.md §4.1 "MCP and other JSON-RPC tools", issue 11
- * item 1): a call answered `input_required` did not run; its outcome is `open`, its key awaits the
+ * MCP multi-round-trip calls in the store (docs/design.md §4.1 "MCP and other JSON-RPC tools"): a
+ * call answered `input_required` did not run; its outcome is `open`, its key awaits the
  * call's continuation, and the same request again is the next attempt of the SAME operation (same
  * id, so the same Idempotency-Key; parent, reason input_required, decision input_continuation),
  * never a duplicate, never a free key, and without spending the retry budget. Everything that

@@ -1,5 +1,5 @@
 /**
- * The lives of one instance id are told apart (issue 9 review): `heartbeat` and `stopInstance`
+ * The lives of one instance id are told apart: `heartbeat` and `stopInstance`
  * speak for the life `registerInstance` answered, so an old life whose close finishes after a new
  * life started (a draining restart, or two same-scope processes sharing the default in-process
  * id) never marks the live one stopped, and no replica's sweep takes its in-flight attempts for

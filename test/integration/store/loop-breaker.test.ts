@@ -5,7 +5,7 @@ import { openTestStore, storeTargets, type TestStore } from '../../helpers/store
 import { block, expectVerdict, newKey, newRun, outcome, reserve, scope } from './inputs.js';
 
 /**
- * The loop breaker (issue 14 item 3, migration 0009): counted per run AND key, so a run halts when
+ * The loop breaker (migration 0009): counted per run AND key, so a run halts when
  * it keeps proposing the same done effect, never because it met several distinct done effects; a
  * halted run stays halted for every proposal until an operator releases it, and the release is
  * recorded and in the verified trail.

@@ -1,6 +1,6 @@
 /**
  * A definite failure of a retry that was made over an attempt that may have done the effect keeps
- * the operation unknown (issue 9 review): every retry decision but previous_attempt_failed
+ * the operation unknown: every retry decision but previous_attempt_failed
  * (honored, approved, curator_accepted_risk after a lost reservation) leaves the earlier attempt
  * sent_no_response, and a destination often refuses a retry BECAUSE the first one worked. Neither
  * the 4xx nor the not_sent of an abandoned decide may settle it `failed` and free the key.

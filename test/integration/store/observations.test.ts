@@ -5,7 +5,7 @@ import { openTestStore, storeTargets, type TestStore } from '../../helpers/store
 import { expectVerdict, newKey, newRun, outcome, reserve, sleep, unknownOperation } from './inputs.js';
 
 /**
- * Evidence from outside the gate (issue 13, DESIGN.md §3 "Observations", eg_add_observation.sql):
+ * Evidence from outside the gate (docs/design.md §3 "Observations", eg_add_observation.sql):
  * an operator's decision settles an unknown operation and moves its key as an outcome would; a
  * callback found by the destination's reference settles one; neither ever edits an attempt, and
  * the trail verifies.

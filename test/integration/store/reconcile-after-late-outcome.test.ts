@@ -1,6 +1,6 @@
 /**
- * A reconciliation lookup is evidence whatever happened to the key while the gate looked (issue 9
- * review): when a late definite failure released the key meanwhile and the lookup found the item,
+ * A reconciliation lookup is evidence whatever happened to the key while the gate looked:
+ * when a late definite failure released the key meanwhile and the lookup found the item,
  * the operation is settled by the lookup and the proposal answered duplicate; no new attempt goes
  * out over an effect the gate has just seen, and the observation is recorded.
  */

@@ -1,5 +1,5 @@
 /**
- * Recovery keeps the global lock order (issue 9 review): eg_recover only lists the orphaned
+ * Recovery keeps the global lock order: eg_recover only lists the orphaned
  * attempts and each one is settled by eg_recover_attempt in its own transaction (key, operation,
  * attempt, then its event's chain head), so a decide of one candidate's key while recovery holds
  * another candidate's chain head cannot deadlock with it (it did when one transaction handled

@@ -14,7 +14,7 @@ import {
 } from './inputs.js';
 
 /**
- * Crash recovery (DESIGN.md §3 "a restart never forgets uncertainty"): which attempts without an
+ * Crash recovery (docs/design.md §3 "Persist before dispatch"): which attempts without an
  * outcome are orphaned, and what recovery makes of them. Recovery sweeps the whole store, so after
  * every test an exclusive recovery (as the CLI would run it) leaves no attempt without an outcome:
  * each test starts from a store where only its own attempts can be recovered.

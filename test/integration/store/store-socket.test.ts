@@ -1,6 +1,6 @@
 /**
  * The embedded store's socket: a gate holding a `pglite:DIR` store serves it on DIR/gate.sock, so
- * inspection and approval commands work while the gate runs (DESIGN.md §4.4), without the hot path.
+ * inspection and approval commands work while the gate runs (docs/design.md §4.4), without the hot path.
  */
 import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';

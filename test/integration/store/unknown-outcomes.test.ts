@@ -16,7 +16,7 @@ import {
 } from './inputs.js';
 
 /**
- * The unknown-outcome protocol of migration 0002 (DESIGN.md §3, §4.1): honored retries,
+ * The unknown-outcome protocol of migration 0002 (docs/design.md §3, §4.1): honored retries,
  * reconciliation, approvals, retry lineage, forks, late outcomes and the operations listing.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The gate owns its namespace (issue 10 item 8): a destination that answers with its own
+ * The gate owns its namespace: a destination that answers with its own
  * `Effectgate-*` headers never reaches the agent with them, governed or not, so a response can
  * never read as the gate's verdict when the gate said nothing (or something else).
  */

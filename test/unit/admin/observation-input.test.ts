@@ -7,7 +7,7 @@ import {
   payloadFingerprint,
 } from '../../../src/admin/observation-input.js';
 
-/** The rules every door (CLI, admin API, page) applies to evidence from outside (issue 13). */
+/** The rules every door (CLI, admin API, page) applies to evidence from outside. */
 describe('parseResolution', () => {
   const base = { as: 'succeeded', by: ' alice ', reason: 'checked the tracker' };
 

@@ -1,5 +1,5 @@
 /**
- * Agent data reads as what it is wherever a person sees it (issue 10 item 8): invisible format
+ * Agent data reads as what it is wherever a person sees it: invisible format
  * characters (bidi overrides and isolates, zero-width characters, the BOM, tag characters) are shown
  * as their code points on the pages and in the CLI, so `Refund\u202E24 rof` cannot pose as another
  * action on an approval card.

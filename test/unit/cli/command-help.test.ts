@@ -1,4 +1,4 @@
-/** Each command's --help against the flags it parses (issue 14 item 5): they cannot drift apart. */
+/** Each command's --help against the flags it parses: they cannot drift apart. */
 import { describe, expect, it } from 'vitest';
 import { COMMANDS } from '../../../src/cli/command-help.js';
 import type { FlagTable } from '../../../src/cli/parse-flags.js';

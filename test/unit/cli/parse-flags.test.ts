@@ -1,4 +1,4 @@
-/** Every command answers a bad command line the same way, in its own words (issue 14 item 5). */
+/** Every command answers a bad command line the same way, in its own words. */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../../src/cli/index.js';
 import { parseFlags, UsageError } from '../../../src/cli/parse-flags.js';

@@ -1,6 +1,6 @@
 /**
- * The outcome of a JSON-RPC tool is read from its JSON-RPC response (DESIGN.md §4.1 "MCP and
- * other JSON-RPC tools", issue 11 item 1): an HTTP 200 carrying a JSON-RPC error or an MCP tool
+ * The outcome of a JSON-RPC tool is read from its JSON-RPC response (docs/design.md §4.1 "MCP and
+ * other JSON-RPC tools"): an HTTP 200 carrying a JSON-RPC error or an MCP tool
  * error is not a success, and confirming its key would bar the agent from ever trying again.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Body analysis on a worker thread (issue 10 item 5): for every kind of request the worker's
+ * Body analysis on a worker thread: for every kind of request the worker's
  * proposal is the event loop's, field for field (the same tool, key, fingerprint, refusal), since
  * a key computed one way for small bodies and another way for large ones would let the second
  * spelling of one effect through. A worker that fails fails only its own request.

@@ -1,4 +1,4 @@
-/** What the agent is told when the destination's certificate does not verify (issue 14). */
+/** What the agent is told when the destination's certificate does not verify. */
 import { describe, expect, it } from 'vitest';
 import { classifyFailure } from '../../../src/engine/classify-failure.js';
 import { dispatchFailureFacts } from '../../../src/engine/dispatch-outcome.js';

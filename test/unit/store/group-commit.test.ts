@@ -1,5 +1,5 @@
 /**
- * The group-commit policy (src/store/group-commit.ts, issue 12 item 3) against a recording
+ * The group-commit policy (src/store/group-commit.ts) against a recording
  * sender, no sockets: a lone call goes alone at once, calls that meet a busy store share one
  * eg_batch round trip in call order, each call gets its own result, and a refused batch is resent
  * call by call only when the server rolled it back (an SQLSTATE of a failed statement), never when

@@ -1,5 +1,5 @@
 /**
- * What the pages add for an operator (issue 14 item 8): destination references as safe links, the
+ * What the pages add for an operator: destination references as safe links, the
  * duplicate count per listed operation, and the confirmation after a form (only for a record that
  * really is one, worded from the record), and which request an approval card lets go.
  */
