@@ -1,8 +1,8 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0003: lost outcomes are unknown, never free keys (docs/design.md §2, §4.1 "Reservation TTL and
- * unknown operations").
+ * 0003: lost outcomes are unknown, never free keys (DESIGN.md §2, §4.1 "Reservation TTL and
+ * unknown operations"; issue 9).
  *
  * - operations.unknown_rule: the tool's unknown-outcome rule (honored | reconcile | hold) recorded
  *   when the operation is created, so recovery (`effectgate recover`, a replica's sweep) knows
