@@ -58,6 +58,7 @@ export function parseBody(
   body: Uint8Array,
   contentType: string | undefined,
   limits: BodyLimits = BODY_LIMITS,
+  jsonTypes?: ReadonlySet<string>,
 ): unknown {
   if (body.byteLength === 0) return undefined;
   let text: string;
@@ -66,7 +67,7 @@ export function parseBody(
   } catch {
     return undefined;
   }
-  const label = bodyLabel(contentType);
+  const label = bodyLabel(contentType, jsonTypes);
   if (label === 'multipart') {
     const parsed = multipartFields(body, contentType!, limits.maxNodes);
     if (!parsed.ok) throw ArgumentRefusal.unreadable(`multipart/form-data: ${parsed.problem}`);
@@ -112,6 +113,7 @@ export function buildArgumentDocument(
   request: GateRequest,
   params: Readonly<Record<string, string>>,
   limits: BodyLimits = BODY_LIMITS,
+  jsonTypes?: ReadonlySet<string>,
 ): ArgumentDocument {
   const contentType = contentTypeOf(request);
   // PHP fills $_POST from a multipart body for POST only: Laravel acts on a PUT without its fields,
@@ -124,6 +126,6 @@ export function buildArgumentDocument(
   return {
     path: params,
     query: parseQuery(request.query),
-    body: parseBody(request.body, contentType, limits),
+    body: parseBody(request.body, contentType, limits, jsonTypes),
   };
 }

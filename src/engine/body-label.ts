@@ -7,14 +7,23 @@
  * JSON whatever the label. So only these labels are readable: `application/json` (lower case,
  * no charset or UTF-8), `application/x-www-form-urlencoded` and `multipart/form-data` (lower
  * case). Every other label, or none, is `other`: JSON bytes under it are refused
- * (`argument-document.ts`), since some destinations read them as JSON and others not at all.
+ * (`argument-document.ts`), since some destinations read them as JSON and others not at all —
+ * unless a tool on the route declares that its destination reads that type as JSON
+ * (`match.json_types`, e.g. Kubernetes' patch types): a destination's own reading, declared.
  */
 export type BodyLabel = 'json' | 'form' | 'multipart' | 'other';
 
-export function bodyLabel(contentType: string | undefined): BodyLabel {
+const NO_TYPES: ReadonlySet<string> = new Set();
+
+export function bodyLabel(
+  contentType: string | undefined,
+  jsonTypes: ReadonlySet<string> = NO_TYPES,
+): BodyLabel {
   if (contentType === undefined) return 'other';
   const semi = contentType.indexOf(';');
   const media = (semi === -1 ? contentType : contentType.slice(0, semi)).trim();
+  // A type the route's tool declares its destination reads as JSON (`match.json_types`).
+  if (jsonTypes.size > 0 && jsonTypes.has(media.toLowerCase())) return 'json';
   switch (media) {
     case 'application/json': {
       if (semi === -1) return 'json';

@@ -83,7 +83,9 @@ export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
 }
 
 function classify(ctx: ProposalContext, request: GateRequest): Proposed {
-  const args0 = buildArgumentDocument(request, {}, ctx.bodyLimits);
+  // Media types the route's own tools declare their destination reads as JSON.
+  const jsonTypes = declaredJsonTypes(ctx.routes.classify(request).candidates);
+  const args0 = buildArgumentDocument(request, {}, ctx.bodyLimits, jsonTypes);
   const route = ctx.routes.classify(request, args0.body);
   // A body's `_method` may send a server to another governed route than the head does.
   if (route.conflict !== null) throw ArgumentRefusal.ambiguousRoute(route.conflict);
@@ -203,6 +205,13 @@ function unclassified(request: GateRequest, body: unknown, candidates: readonly 
     };
   }
   return { kind: 'unclassified' };
+}
+
+const NO_TYPES: ReadonlySet<string> = new Set();
+
+function declaredJsonTypes(candidates: readonly Classification[]): ReadonlySet<string> {
+  const types = candidates.flatMap((c) => c.tool.match.jsonTypes ?? []);
+  return types.length === 0 ? NO_TYPES : new Set(types);
 }
 
 /** The nested reading of a form or multipart body with bracketed names, else null. */

@@ -5,7 +5,7 @@ import type { PolicyReader, Slot } from './policy-reader.js';
 import { readJsonPath, readMethod } from './policy-values.js';
 import { type BodyCondition, RouteMatcher } from './route-matcher.js';
 
-export const MATCH_FIELDS = ['hosts', 'method', 'path', 'body'] as const;
+export const MATCH_FIELDS = ['hosts', 'method', 'path', 'body', 'json_types'] as const;
 
 export interface CompiledMatch {
   /** `null` when any part of the block was invalid (the issues are already recorded). */
@@ -24,10 +24,43 @@ export function compileMatch(r: PolicyReader, slot: Slot): CompiledMatch {
   const template = readTemplate(r, f.get('path'));
   const bodySlot = f.get('body');
   const body = bodySlot === undefined ? [] : readBodyConditions(r, bodySlot);
+  const typesSlot = f.get('json_types');
+  const jsonTypes = typesSlot === undefined ? [] : readJsonTypes(r, typesSlot);
   const captures = template?.captures ?? null;
-  if (hosts === null || method === null || template === null || body === null)
+  if (hosts === null || method === null || template === null || body === null || jsonTypes === null)
     return { matcher: null, captures };
-  return { matcher: new RouteMatcher(hosts, method, template, body), captures };
+  return { matcher: new RouteMatcher(hosts, method, template, body, jsonTypes), captures };
+}
+
+const MEDIA_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/;
+
+/**
+ * `json_types`: media types (besides `application/json`) the destination declares it reads as
+ * JSON, such as Kubernetes' `application/merge-patch+json`. Lower case, no parameters.
+ */
+function readJsonTypes(r: PolicyReader, slot: Slot): string[] | null {
+  const items = r.items(slot);
+  if (items === null) return null;
+  const out: string[] = [];
+  let ok = true;
+  for (const item of items) {
+    const text = r.string(item);
+    if (text === null) {
+      ok = false;
+      continue;
+    }
+    if (!MEDIA_TYPE.test(text)) {
+      r.issue(
+        item.at,
+        item.field,
+        `must be a lower-case media type without parameters, e.g. application/merge-patch+json`,
+      );
+      ok = false;
+      continue;
+    }
+    out.push(text);
+  }
+  return ok ? out : null;
 }
 
 function readHosts(r: PolicyReader, slot: Slot | undefined): HostPattern[] | null {

@@ -29,6 +29,8 @@ export class RouteMatcher implements ToolMatcher {
   readonly hasBodyConditions: boolean;
   /** Order-independent identity of the body conditions: equal strings mean the same conditions. */
   readonly bodyKey: string;
+  /** Media types besides `application/json` the destination reads as JSON (`match.json_types`). */
+  readonly jsonTypes: readonly string[];
   readonly #explain: string;
   /** The conditions with every member name folded (`foldName`), for `matchesBodyFolded`. */
   readonly #folded: readonly { readonly path: CompiledPath; readonly value: BodyScalar }[];
@@ -38,7 +40,9 @@ export class RouteMatcher implements ToolMatcher {
     method: string,
     path: PathTemplate,
     body: readonly BodyCondition[],
+    jsonTypes: readonly string[] = [],
   ) {
+    this.jsonTypes = Object.freeze([...jsonTypes]);
     this.hosts = Object.freeze([...hosts]);
     this.method = method;
     this.path = path;

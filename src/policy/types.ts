@@ -62,6 +62,8 @@ export interface ToolMatcher {
   matchesBodyFolded(foldedBody: unknown): boolean;
   /** Human-readable reason, recorded in the trail: e.g. `POST api.github.com /repos/{owner}/{repo}/issues`. */
   explain(): string;
+  /** Media types besides `application/json` the destination reads as JSON (`match.json_types`). */
+  readonly jsonTypes?: readonly string[];
 }
 
 /** A status selector from `outcome`: a class like `2xx` or an exact code like `409`. */

@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { buildArgumentDocument, parseBody } from '../../../src/engine/argument-document.js';
 import { ArgumentRefusal } from '../../../src/engine/argument-refusal.js';
+import { BODY_LIMITS } from '../../../src/engine/json-scan.js';
+import { propose } from '../../../src/engine/proposal.js';
 import { refuseRepeatedKeyArguments } from '../../../src/engine/repeated-arguments.js';
+import { RouteClassifier } from '../../../src/engine/route-classifier.js';
 import type { GateRequest } from '../../../src/engine/types.js';
-import { parsePolicyFiles, type Tool } from '../../../src/policy/index.js';
+import { Classifier, parsePolicyFiles, type Tool } from '../../../src/policy/index.js';
 
 const tools = parsePolicyFiles([
   {
@@ -229,5 +232,84 @@ describe('a body is read one way only', () => {
   it('leaves other bytes under other labels unread (a key into them is missing)', () => {
     expect(parseBody(bytes('hello'), 'text/plain')).toBeUndefined();
     expect(parseBody(bytes('title=x'), undefined)).toBeUndefined();
+  });
+});
+
+describe('match.json_types: a destination declares the JSON types it reads', () => {
+  const set = parsePolicyFiles([
+    {
+      file: 'k.yaml',
+      text: `
+version: 1
+tools:
+  - id: k.patch
+    match:
+      hosts: [k8s.example]
+      method: PATCH
+      path: /deployments/{name}
+      json_types: [application/merge-patch+json]
+    effect: set_state
+    dedupe: { key: [$.path.name, $.body.spec.replicas], window: 1h }
+  - id: k.other
+    match: { hosts: [k8s.example], method: PATCH, path: "/services/{name}" }
+    effect: set_state
+    dedupe: { key: [$.body.spec.type], window: 1h }
+`,
+    },
+  ]);
+  const classifier = new Classifier(set);
+  const ctx = {
+    classifier,
+    routes: new RouteClassifier(classifier, { namesFor: () => [] }),
+    scope: { tenant: 't', area: 'a', agent: 'g' },
+    authorityKey: null,
+    maxDuplicateSkips: 3,
+    bodyLimits: BODY_LIMITS,
+  };
+  const patch = (path: string, type: string): ReturnType<typeof propose> =>
+    propose(ctx, {
+      scheme: 'https',
+      method: 'PATCH',
+      host: 'k8s.example',
+      port: 443,
+      path,
+      query: '',
+      headers: { 'content-type': type },
+      body: new TextEncoder().encode('{"spec":{"replicas":3,"type":"LB"}}'),
+      context: {
+        run: null,
+        step: null,
+        operation: null,
+        worker: null,
+        agentVersion: null,
+        retryReason: null,
+      },
+    });
+
+  it('reads a declared type as JSON on the tool that declares it', () => {
+    const p = patch('/deployments/web', 'application/merge-patch+json');
+    expect(p.kind === 'proposal' && p.proposal.key?.values).toEqual(['web', 3]);
+  });
+
+  it('refuses the same type on a route whose tool does not declare it, and undeclared types', () => {
+    expect(patch('/services/web', 'application/merge-patch+json')).toMatchObject({
+      kind: 'refused',
+      problem: 'body_unreadable',
+    });
+    expect(patch('/deployments/web', 'application/json-patch+json')).toMatchObject({
+      kind: 'refused',
+      problem: 'body_unreadable',
+    });
+  });
+
+  it('refuses a type that is not a lower-case media type at load, naming file and line', () => {
+    expect(() =>
+      parsePolicyFiles([
+        {
+          file: 'bad.yaml',
+          text: 'version: 1\ntools:\n  - id: x\n    match: { hosts: [a.example], method: PATCH, path: /a, json_types: ["Application/JSON; charset=utf-8"] }\n    effect: set_state\n',
+        },
+      ]),
+    ).toThrow(/bad\.yaml:4:.*json_types/);
   });
 });
