@@ -15,6 +15,11 @@ export type BodyLabel = 'json' | 'form' | 'multipart' | 'other';
 
 const NO_TYPES: ReadonlySet<string> = new Set();
 
+/** Whether a body under `label` is read as named fields (a form or multipart), like a query. */
+export function readsAsFields(label: BodyLabel): boolean {
+  return label === 'form' || label === 'multipart';
+}
+
 export function bodyLabel(
   contentType: string | undefined,
   jsonTypes: ReadonlySet<string> = NO_TYPES,

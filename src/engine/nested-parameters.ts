@@ -88,6 +88,16 @@ function define(record: Record<string, unknown>, name: string, value: unknown): 
 }
 
 /**
+ * The nested reading of `fields` (a parsed query, form or multipart body) when some name uses
+ * bracket syntax, else null: without a bracket both readings are the same.
+ */
+export function bracketedReading(fields: unknown): Record<string, unknown> | null {
+  if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) return null;
+  const record = fields as Record<string, unknown>;
+  return Object.keys(record).some((n) => n.includes('[')) ? nestedReading(record) : null;
+}
+
+/**
  * The first of `paths` that reads something else over `nested` than over `flat`, or null. A
  * `CONFLICT` anywhere in what a path reads counts as different.
  */

@@ -2,15 +2,15 @@ import type { Classification, Classifier, Tool } from '../policy/index.js';
 import type { BlockInput, DedupeKeyInput, Scope } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument, contentTypeOf } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
-import { bodyLabel } from './body-label.js';
+import { bodyLabel, readsAsFields } from './body-label.js';
 import { keyPathReachedByFolding } from './folded-reading.js';
 import type { BodyLimits } from './json-scan.js';
 import { refuseDisagreeingMcpHeaders } from './mcp-routing-headers.js';
-import { nestedReading } from './nested-parameters.js';
+import { bracketedReading } from './nested-parameters.js';
 import type { TRANSPORT_PROBLEMS } from './problem-response.js';
 import { refuseRepeatedKeyArguments } from './repeated-arguments.js';
 import { authorityRef, requestFingerprint } from './request-fingerprint.js';
-import type { HeadRoute, RouteClassifier } from './route-classifier.js';
+import { bodyNamesMethod, type HeadRoute, type RouteClassifier } from './route-classifier.js';
 import { redactedPath } from './secret-captures.js';
 import { buildSemanticKey } from './semantic-key.js';
 import type { GateRequest } from './types.js';
@@ -83,10 +83,12 @@ export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
 }
 
 function classify(ctx: ProposalContext, request: GateRequest): Proposed {
+  const headRoute = ctx.routes.classify(request);
   // Media types the route's own tools declare their destination reads as JSON.
-  const jsonTypes = declaredJsonTypes(ctx.routes.classify(request).candidates);
+  const jsonTypes = declaredJsonTypes(headRoute.candidates);
   const args0 = buildArgumentDocument(request, {}, ctx.bodyLimits, jsonTypes);
-  const route = ctx.routes.classify(request, args0.body);
+  // Classified again only when the body may name another method than the head did.
+  const route = bodyNamesMethod(args0.body) ? ctx.routes.classify(request, args0.body) : headRoute;
   // A body's `_method` may send a server to another governed route than the head does.
   if (route.conflict !== null) throw ArgumentRefusal.ambiguousRoute(route.conflict);
   if (route.candidates.length > 0) {
@@ -194,7 +196,7 @@ function unclassified(request: GateRequest, body: unknown, candidates: readonly 
     };
   }
   // A form whose bracketed names (`params[name]=…`) Rails, PHP and qs nest into the tool's call.
-  const nested = bodyNested(request, body);
+  const nested = readsAsFields(bodyLabel(contentTypeOf(request))) ? bracketedReading(body) : null;
   const byNesting = nested === null ? undefined : candidates.find((c) => c.tool.match.matchesBody(nested));
   if (byNesting !== undefined) {
     return {
@@ -212,14 +214,6 @@ const NO_TYPES: ReadonlySet<string> = new Set();
 function declaredJsonTypes(candidates: readonly Classification[]): ReadonlySet<string> {
   const types = candidates.flatMap((c) => c.tool.match.jsonTypes ?? []);
   return types.length === 0 ? NO_TYPES : new Set(types);
-}
-
-/** The nested reading of a form or multipart body with bracketed names, else null. */
-function bodyNested(request: GateRequest, body: unknown): Record<string, unknown> | null {
-  const label = bodyLabel(contentTypeOf(request));
-  if ((label !== 'form' && label !== 'multipart') || body === null || typeof body !== 'object') return null;
-  const fields = body as Record<string, unknown>;
-  return Object.keys(fields).some((n) => n.includes('[')) ? nestedReading(fields) : null;
 }
 
 /** The tool's route, plus how this request reached it when it was not by its plain spelling. */

@@ -1,9 +1,9 @@
 import { type CompiledPath, foldName, type Tool } from '../policy/index.js';
 import { type ArgumentDocument, contentTypeOf, parseQuery } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
-import { bodyLabel } from './body-label.js';
+import { bodyLabel, readsAsFields } from './body-label.js';
 import { appendStep } from './json-scan.js';
-import { firstDivergentPath, nestedReading } from './nested-parameters.js';
+import { bracketedReading, firstDivergentPath } from './nested-parameters.js';
 import type { GateRequest } from './types.js';
 
 /**
@@ -27,15 +27,16 @@ export function refuseRepeatedKeyArguments(tool: Tool, request: GateRequest, arg
   // `?order=new;order=42` is one `order` to the gate and a repeat to them.
   if (request.query.includes(';')) semicolonReadings(request.query, args.query, query, markers);
   const label = bodyLabel(contentTypeOf(request));
-  const body = label === 'form' || label === 'multipart' ? probe(args.body, '$.body', markers) : {};
+  const fields = readsAsFields(label);
+  const body = fields ? probe(args.body, '$.body', markers) : {};
   // Repeats are rare: most requests pass without evaluating anything.
   if (markers.size > 0) {
     const hit = firstMarked(paths, { path: {}, query, body }, markers);
     if (hit !== null) throw ArgumentRefusal.repeatedParameter(hit.marked, hit.keyPath, tool.id);
   }
   // `fields[summary]=x`: nested by Rails, PHP and qs, one literal name to Django, Flask and Go.
-  const nestedBody = label === 'form' || label === 'multipart' ? bracketed(args.body) : null;
-  const nestedQuery = bracketed(args.query);
+  const nestedBody = fields ? bracketedReading(args.body) : null;
+  const nestedQuery = bracketedReading(args.query);
   if (nestedBody !== null || nestedQuery !== null) {
     const nested = { ...args, body: nestedBody ?? args.body, query: nestedQuery ?? args.query };
     const divergent = firstDivergentPath(paths, args, nested);
@@ -130,13 +131,6 @@ function namesInBoth(query: unknown, body: unknown): string[] {
   const out: string[] = [];
   for (const name of queryNames) if (bodyNames.has(foldName(name))) out.push(name);
   return out;
-}
-
-/** The nested reading of `fields` when some name uses bracket syntax, else null (nothing to compare). */
-function bracketed(fields: unknown): Record<string, unknown> | null {
-  if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) return null;
-  const record = fields as Record<string, unknown>;
-  return Object.keys(record).some((n) => n.includes('[')) ? nestedReading(record) : null;
 }
 
 /** The paths that say which effect a call is: the dedupe key and the reconcile lookup's arguments. */

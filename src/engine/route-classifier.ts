@@ -157,6 +157,13 @@ function conflicting(head: GateRequestHead, first: HeadRoute, second: MethodOver
   };
 }
 
+/** Whether a parsed body carries `_method`: only then can it classify otherwise than the head. */
+export function bodyNamesMethod(body: unknown): boolean {
+  return (
+    body !== null && typeof body === 'object' && !Array.isArray(body) && Object.hasOwn(body, METHOD_PARAM)
+  );
+}
+
 /** Every override the request carries, headers first, then `?_method`, then a form's `_method`. */
 function methodOverrides(head: GateRequestHead, body: unknown): MethodOverride[] {
   const out: MethodOverride[] = [];

@@ -1,6 +1,6 @@
 import type { Classification } from '../policy/index.js';
 import { contentTypeOf } from './argument-document.js';
-import { bodyLabel } from './body-label.js';
+import { bodyLabel, readsAsFields } from './body-label.js';
 import { foldNames } from './folded-reading.js';
 import type { GateRequest } from './types.js';
 
@@ -22,7 +22,7 @@ export function unreadableBody(request: GateRequest, body: unknown): string | nu
   if (coding !== '' && coding !== 'identity') return `Content-Encoding: ${coding}`;
   // A form or multipart body is always read (as fields); it reaches here only when no tool governs it.
   const label = bodyLabel(contentTypeOf(request));
-  if (label === 'form' || label === 'multipart') return null;
+  if (readsAsFields(label)) return null;
   if (body === undefined) return 'not UTF-8 JSON';
   if (Array.isArray(body)) return 'a JSON array (a batch): send one call per request';
   return null;
