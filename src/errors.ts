@@ -93,6 +93,12 @@ export const ERROR_CODES = {
     summary:
       "The destination address is one the gate never connects to (0.0.0.0, ::, or one the policies' egress block denies).",
   },
+  EG_ERR_CONNECT_PORT_FORBIDDEN: {
+    status: 403,
+    type: 'connect_port_forbidden',
+    summary:
+      'A CONNECT names a port that is neither in --allow-connect-ports (443 and 80 by default) nor one a tool names the host on; nothing was connected.',
+  },
   EG_ERR_ARGUMENTS_AMBIGUOUS: {
     status: 422,
     type: 'arguments_ambiguous',

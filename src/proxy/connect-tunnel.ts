@@ -3,7 +3,11 @@
  * through the gate as well:
  *
  * 1. Before anything is connected, the gate routes a head for the authority (method `CONNECT`,
- *    path `/`); a refusal (`default: block`) is answered on the raw socket.
+ *    path `/`); a refusal (`default: block`) is answered on the raw socket, its status line's
+ *    reason phrase saying why. The port must be in `allowPorts` (443, 80, `--allow-connect-ports`)
+ *    or one some tool names the host on: a tool's own port needs no flag, since that is where its
+ *    HTTP goes, but such a tunnel only ever carries what the gate reads (plain HTTP, or TLS it
+ *    intercepts); anything else there (the destination speaks first) is closed, never relayed.
  * 2. Once the tunnel is up, the client's first bytes say what it carries (docs/design.md §4.2, see
  *    `peekTunnel`). For TLS the whole ClientHello is read and its SNI is routed too, the same way
  *    the CONNECT authority was: the authority is only what the client asked the proxy for, the SNI
@@ -30,15 +34,15 @@
 import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { GateHandler, GateLogger, RouteDecision } from '../engine/index.js';
+import type { GateHandler, GateLogger, GateResponse, RouteDecision } from '../engine/index.js';
 import {
+  codedProblem,
   destinationRefusedResponse,
   errorCode,
   formatAuthority,
   isTimeoutCode,
   normalizeHead,
   normalizeHost,
-  problemResponse,
   upstreamFailedResponse,
 } from '../engine/index.js';
 import type { Scope } from '../store/index.js';
@@ -107,6 +111,11 @@ interface TunnelRouting {
   readonly authority: Authority;
   readonly decision: RouteDecision;
   readonly route: (host: string) => RouteDecision;
+  /**
+   * Open only because a tool names the host on this port (not in `allowPorts`): only what the gate
+   * reads and governs goes through it, never a relay.
+   */
+  readonly toolPort: boolean;
 }
 
 export class ConnectTunnel {
@@ -144,44 +153,24 @@ export class ConnectTunnel {
     client.on('error', () => client.destroy());
     if (this.#tunnels.authorityOf(client) !== undefined) {
       const detail = 'CONNECT is not accepted inside a CONNECT tunnel.';
-      writeRawResponse(client, this.#gate.refuse(null, 'bad_request', detail));
+      refuse(client, this.#gate.refuse(null, 'bad_request', detail));
       return;
     }
     let scope: Scope | undefined;
     if (this.#auth !== undefined) {
       const proved = this.#auth.authenticate(req.headers);
       if (!proved.ok) {
-        writeRawResponse(client, proved.response);
+        refuse(client, proved.response);
         return;
       }
       scope = proved.scope;
     }
     const parsed = parseAuthority(req.url ?? '', null);
     if (!parsed.ok) {
-      writeRawResponse(client, this.#gate.refuse(null, 'bad_request', parsed.reason));
+      refuse(client, this.#gate.refuse(null, 'bad_request', parsed.reason));
       return;
     }
     const { host, port } = parsed.value;
-    if (!this.#allowPorts.has(port)) {
-      // Said where a person will look: the answer names the flag, the log and /metrics count it.
-      const allowed = [...this.#allowPorts].join(', ');
-      const detail = `Tunnels may only be opened to ports ${allowed}; ${port} is not allowed. Nothing was connected. To allow it, start the gate with --allow-connect-ports ${allowed},${port}.`;
-      this.#counters.increment('connectsRefusedPort');
-      this.#logger?.warn(
-        { connect: formatAuthority(host, port), allowed, counter: 'connectsRefusedPort' },
-        `CONNECT refused: port ${port} is not in --allow-connect-ports`,
-      );
-      writeRawResponse(
-        client,
-        problemResponse({
-          status: 403,
-          problem: 'connect_port_forbidden',
-          title: 'CONNECT port not allowed',
-          detail,
-        }),
-      );
-      return;
-    }
     // `govern` means some tool names the host: its TLS may be intercepted. `refuse` (a
     // `default: block` policy): nothing is connected. Otherwise the tunnel opens and whatever
     // HTTP it carries is routed request by request. The SNI, once read, is asked the same way.
@@ -196,16 +185,25 @@ export class ConnectTunnel {
           headers: req.headers,
         }),
       );
+    // A port beyond --allow-connect-ports is still open to a host a tool names on it: that is
+    // where the tool's HTTP goes (undici tunnels `http://` URLs by default), and only what the
+    // gate can read goes through it (`toolPort`).
+    const portAllowed = this.#allowPorts.has(port);
     const decide = (): void => {
       const decision = route(host);
+      // A refusal of the host says more than one of the port: no flag would let it through.
       if (decision.kind === 'refuse') {
-        writeRawResponse(client, decision.response);
+        refuse(client, decision.response);
+        return;
+      }
+      if (!portAllowed && decision.kind !== 'govern') {
+        this.#refusePort(client, host, port);
         return;
       }
       this.#open(
         client,
         head,
-        { authority: { host: normalizeHost(host), port }, decision, route },
+        { authority: { host: normalizeHost(host), port }, decision, route, toolPort: !portAllowed },
         { scope, peer: req.socket.remoteAddress },
       );
     };
@@ -214,6 +212,21 @@ export class ConnectTunnel {
     const pending = this.#gate.prepare?.(host, port) ?? null;
     if (pending === null) decide();
     else void pending.then(decide, decide);
+  }
+
+  /** 403 for a port neither allowed nor named by a tool: said where a person will look. */
+  #refusePort(client: Duplex, host: string, port: number): void {
+    const allowed = [...this.#allowPorts].join(', ');
+    const detail = `Tunnels may only be opened to ports ${allowed}, or to a host on a port a tool names; ${formatAuthority(host, port)} is neither. Nothing was connected. To allow the port, start the gate with --allow-connect-ports ${allowed},${port}.`;
+    this.#counters.increment('connectsRefusedPort');
+    this.#logger?.warn(
+      { connect: formatAuthority(host, port), allowed, counter: 'connectsRefusedPort' },
+      `CONNECT refused: port ${port} is not in --allow-connect-ports`,
+    );
+    refuse(
+      client,
+      codedProblem('EG_ERR_CONNECT_PORT_FORBIDDEN', { title: 'CONNECT port not allowed', detail }),
+    );
   }
 
   /**
@@ -227,7 +240,7 @@ export class ConnectTunnel {
     // in the socket's own lookup, on the addresses it connects to.
     const refused = this.#guard?.refuseLiteral(authority.host, authority.port) ?? null;
     if (refused !== null) {
-      writeRawResponse(client, destinationRefusedResponse(refused.reason));
+      refuse(client, destinationRefusedResponse(refused.reason));
       return;
     }
     const upstream: Socket = connect({
@@ -259,7 +272,7 @@ export class ConnectTunnel {
           peeked.kind === 'tls' && peeked.serverName !== null ? normalizeHost(peeked.serverName) : null;
         const pending = sni === null ? null : (this.#gate.prepare?.(sni, routing.authority.port) ?? null);
         const go = (): void => {
-          const carries = this.#carries(peeked, routing);
+          const carries = this.#onlyGoverned(this.#carries(peeked, routing), routing);
           switch (carries.kind) {
             case 'relay':
               state = 'relaying';
@@ -294,10 +307,10 @@ export class ConnectTunnel {
     });
     upstream.on('error', (err) => {
       if (state === 'connecting' && err instanceof DestinationRefusedError) {
-        writeRawResponse(client, destinationRefusedResponse(err.reason));
+        refuse(client, destinationRefusedResponse(err.reason));
       } else if (state === 'connecting') {
         const code = errorCode(err);
-        writeRawResponse(client, upstreamFailedResponse(code, isTimeoutCode(code)));
+        refuse(client, upstreamFailedResponse(code, isTimeoutCode(code)));
       } else if (state !== 'serving') {
         client.destroy();
       }
@@ -335,6 +348,16 @@ export class ConnectTunnel {
       case 'tls':
         return this.#carriesTls(peeked.serverName, routing);
     }
+  }
+
+  /** On a port open only for a tool, nothing is relayed unread: closed instead. */
+  #onlyGoverned(carries: Carries, routing: TunnelRouting): Carries {
+    if (!routing.toolPort || carries.kind !== 'relay') return carries;
+    return {
+      kind: 'close',
+      counter: 'tunnelsRefusedUnreadable',
+      reason: `port ${routing.authority.port} is open to tunnels only for the HTTP a tool names there, and this tunnel carries something else (the destination spoke first)`,
+    };
   }
 
   #carriesTls(serverName: string | null, routing: TunnelRouting): Carries {
@@ -386,8 +409,11 @@ export class ConnectTunnel {
       },
       `tunnel closed: ${carries.reason}`,
     );
-    if (peeked.kind === 'tls' || peeked.kind === 'bad_tls') {
-      client.end(TLS_ACCESS_DENIED);
+    // A clean close (FIN, not a reset): with a TLS alert when it carries TLS.
+    const tls = peeked.kind === 'tls' || peeked.kind === 'bad_tls';
+    if (tls || peeked.kind === 'server_first') {
+      if (tls) client.end(TLS_ACCESS_DENIED);
+      else client.end();
       // Whatever the client still sends is read and dropped; the socket goes soon either way.
       client.resume();
       const timer = setTimeout(() => client.destroy(), 1_000);
@@ -414,6 +440,11 @@ export class ConnectTunnel {
       () => client.destroy(),
     );
   }
+}
+
+/** A CONNECT answered before its `200`: the status line says why (see `writeRawResponse`). */
+function refuse(client: Duplex, response: GateResponse): void {
+  writeRawResponse(client, response, { titleAsReason: true });
 }
 
 /** Byte-for-byte relay both ways, with backpressure and half-close. */

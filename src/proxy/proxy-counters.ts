@@ -24,6 +24,11 @@ export interface ProxyCountersSnapshot {
   readonly tunnelsRefusedSniUngovernable: number;
   /** TLS tunnels closed because their ClientHello could not be read (malformed, too large). */
   readonly tunnelsRefusedBadClientHello: number;
+  /**
+   * Tunnels closed on a port open only because a tool names the host there (not in
+   * `--allow-connect-ports`), because they carried something the gate cannot govern there.
+   */
+  readonly tunnelsRefusedUnreadable: number;
   /** Requests and tunnels refused before connecting: their address is denied by `egress`. */
   readonly destinationsRefused: number;
   /** CONNECTs refused for their port (not in `--allow-connect-ports`). */
@@ -42,6 +47,7 @@ export class ProxyCounters {
     tunnelsRefusedSniBlocked: 0,
     tunnelsRefusedSniUngovernable: 0,
     tunnelsRefusedBadClientHello: 0,
+    tunnelsRefusedUnreadable: 0,
     destinationsRefused: 0,
     connectsRefusedPort: 0,
   };

@@ -184,6 +184,49 @@ describe('forward proxy: plain HTTP inside CONNECT is governed', () => {
   });
 });
 
+describe('forward proxy: CONNECT to a port a tool names, not in allowConnectPorts', () => {
+  it('undici ProxyAgent with no options is governed: the port needs no flag', async () => {
+    const up = await upstream(reply(201, { created: true }));
+    const { url, gate, proxy } = await startProxy({ govern: ['127.0.0.1'] });
+    const res = await post(`${up.url}/repos/acme/api/issues`, tunnelAgent(url), 'No flag');
+    expect(res.statusCode).toBe(201);
+    await res.body.dump();
+    expect(gate.routed.map((h) => [h.method, h.port])).toEqual([
+      ['CONNECT', up.port],
+      ['POST', up.port],
+    ]);
+    expect(gate.handled).toHaveLength(1);
+    expect(proxy.counters().connectsRefusedPort).toBe(0);
+  });
+
+  it('closes cleanly a tunnel whose destination speaks first, relaying none of it', async () => {
+    const target = await netTarget((socket) => socket.write('220 hello\r\n'));
+    const { port, proxy } = await startProxy({ govern: ['127.0.0.1'] });
+    const client = await openTunnel(port, `127.0.0.1:${target.port}`);
+    let ended = false;
+    client.socket.once('end', () => {
+      ended = true;
+    });
+    await client.waitClosed();
+    // A FIN after the 200, not a reset, and not a byte of the destination's banner.
+    expect(ended).toBe(true);
+    expect(client.text).toBe('HTTP/1.1 200 Connection Established\r\n\r\n');
+    expect(proxy.counters().tunnelsRefusedUnreadable).toBe(1);
+    await expect.poll(() => target.closed(), { timeout: 2_000 }).toBe(1);
+  });
+
+  it('still refuses the port for a host no tool names, with the reason in the status line', async () => {
+    const up = await upstream(reply());
+    const { port } = await startProxy({ govern: ['api.example.test'] });
+    const client = await rawConnect(port);
+    client.write(`CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\n`);
+    await client.until(hasFullResponse);
+    expect(client.text).toMatch(/^HTTP\/1\.1 403 CONNECT port not allowed\r\n/);
+    expect(JSON.parse(responseBody(client.text))).toMatchObject({ code: 'EG_ERR_CONNECT_PORT_FORBIDDEN' });
+    expect(up.connections()).toBe(0);
+  });
+});
+
 describe('forward proxy: CONNECT routing and relaying', () => {
   it('answers the gate refusal (default block) before connecting anything', async () => {
     const up = await upstream(reply());

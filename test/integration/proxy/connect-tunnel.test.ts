@@ -40,9 +40,16 @@ describe('forward proxy: CONNECT', () => {
     const { port, proxy } = await startProxy({}, { allowConnectPorts: [443], logger });
     const client = await rawConnect(port);
     client.write('CONNECT 127.0.0.1:9443 HTTP/1.1\r\nHost: 127.0.0.1:9443\r\n\r\n');
-    const text = await client.until((t) => t.includes('--allow-connect-ports'));
-    expect(text).toMatch(/^HTTP\/1\.1 403 /);
-    expect(text).toContain('9443 is not allowed');
+    const text = await client.until(hasFullResponse);
+    // The status line says why (clients that show only it), the body says it with a stable code.
+    expect(text).toMatch(/^HTTP\/1\.1 403 CONNECT port not allowed\r\n/);
+    expect(JSON.parse(responseBody(text))).toMatchObject({
+      status: 403,
+      code: 'EG_ERR_CONNECT_PORT_FORBIDDEN',
+      title: 'CONNECT port not allowed',
+      type: 'urn:effectgate:problem:connect_port_forbidden',
+    });
+    expect(text).toContain('127.0.0.1:9443 is neither');
     expect(text).toContain('--allow-connect-ports 443,9443');
     expect(proxy.counters().connectsRefusedPort).toBe(1);
     expect(warnings).toEqual(['CONNECT refused: port 9443 is not in --allow-connect-ports']);
