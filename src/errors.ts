@@ -105,7 +105,13 @@ export const ERROR_CODES = {
     // MCP routing headers that name another call than the body (MCP 2026-07-28 requires 400).
     variants: { headers_disagree: { status: 400, type: 'headers_disagree' } },
     summary:
-      'A governed request gives one argument twice (a JSON member, also under Unicode case folding, or a query parameter or form field a key path reads), a key member only under folded names, or MCP routing headers that disagree with its body.',
+      'A governed request gives one argument twice (a JSON member, also under Unicode case folding, or a query parameter or form field a key path reads), a key member only under folded names, MCP routing headers that disagree with its body, or a GraphQL request that may perform more than one governed mutation or another one than the gate reads.',
+  },
+  EG_ERR_GRAPHQL_INVALID: {
+    status: 400,
+    type: 'graphql_invalid',
+    summary:
+      'A GraphQL request on an endpoint a GraphQL tool governs whose document or parameters the gate cannot read one way: a syntax error, an operation that operationName does not choose, a fragment or variable that does not exist, variables that are not an object, a persisted query sent without its document, or a body that is not JSON.',
   },
   EG_ERR_BAD_REQUEST: {
     status: 400,

@@ -6,13 +6,21 @@ import type { GateRequest } from './types.js';
 
 /**
  * The document every tool JSONPath is evaluated over (docs/design.md §4.1):
- * `{ path: {captured params}, query: {…}, body: <parsed JSON> }`.
+ * `{ path: {captured params}, query: {…}, body: <parsed JSON>, graphql: {field, args} }`.
  */
 export interface ArgumentDocument {
   readonly path: Readonly<Record<string, string>>;
   readonly query: Readonly<Record<string, string | string[]>>;
   /** Parsed JSON (or form) body; `undefined` when there is none or it does not parse. */
   readonly body: unknown;
+  /** The GraphQL mutation a `match.graphql` tool's request performs (`graphql-request.ts`). */
+  readonly graphql?: GraphqlArguments;
+}
+
+/** `$.graphql`: the root mutation field, and its arguments with variables substituted. */
+export interface GraphqlArguments {
+  readonly field: string;
+  readonly args: Readonly<Record<string, unknown>>;
 }
 
 /**

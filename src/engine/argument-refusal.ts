@@ -7,7 +7,8 @@ export type ArgumentProblem =
   | 'body_too_complex'
   | 'headers_disagree'
   | 'body_unreadable'
-  | 'ambiguous_route';
+  | 'ambiguous_route'
+  | 'graphql_invalid';
 
 const CODES: Readonly<Record<ArgumentProblem, ErrorCode>> = {
   arguments_ambiguous: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
@@ -15,6 +16,7 @@ const CODES: Readonly<Record<ArgumentProblem, ErrorCode>> = {
   body_too_complex: 'EG_ERR_BODY_TOO_COMPLEX',
   body_unreadable: 'EG_ERR_BODY_UNREADABLE',
   ambiguous_route: 'EG_ERR_AMBIGUOUS_ROUTE',
+  graphql_invalid: 'EG_ERR_GRAPHQL_INVALID',
 };
 
 /**
@@ -140,6 +142,30 @@ export class ArgumentRefusal extends EffectgateError {
       'ambiguous_route',
       null,
       `Servers may route this request differently (${what}), so the gate cannot tell which effect it asks for. Send one method and the route's canonical spelling. Nothing was sent.`,
+    );
+  }
+
+  /**
+   * A GraphQL request on a route a GraphQL tool governs whose document or parameters the gate
+   * cannot read (`what` says why): a server would refuse it or read it its own way.
+   */
+  static graphqlInvalid(what: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'graphql_invalid',
+      null,
+      `The gate cannot read this GraphQL request (${what}), and a tool governs mutations on this endpoint. Send one operation as {"query", "variables", "operationName"} in an application/json body (or a GET query string). Nothing was sent.`,
+    );
+  }
+
+  /**
+   * A GraphQL request that servers may execute as more than one call, or as another call than the
+   * one the gate would key (`what` says where).
+   */
+  static graphqlAmbiguous(what: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'arguments_ambiguous',
+      null,
+      `The gate cannot tell which one mutation this GraphQL request performs (${what}), so it cannot key it. Send one governed mutation field per request, each argument once. Nothing was sent.`,
     );
   }
 

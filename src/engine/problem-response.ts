@@ -119,6 +119,7 @@ export const TRANSPORT_PROBLEMS = {
   body_too_complex: { code: 'EG_ERR_BODY_TOO_COMPLEX', title: 'Request body too complex' },
   body_unreadable: { code: 'EG_ERR_BODY_UNREADABLE', title: 'Request body unreadable' },
   ambiguous_route: { code: 'EG_ERR_AMBIGUOUS_ROUTE', title: 'Ambiguous spelling of a governed route' },
+  graphql_invalid: { code: 'EG_ERR_GRAPHQL_INVALID', title: 'GraphQL request unreadable' },
   destination_refused: { code: 'EG_ERR_DESTINATION_REFUSED', title: 'Destination refused' },
   // A body-analysis worker failed (crashed, or past its memory limit): nothing was sent.
   analysis_failed: {

@@ -1,6 +1,12 @@
 import type { PolicyFileText, Tool } from '../policy/index.js';
 import type { Scope } from '../store/index.js';
-import { type ArgumentDocument, contentTypeOf, parseBody } from './argument-document.js';
+import {
+  type ArgumentDocument,
+  contentTypeOf,
+  type GraphqlArguments,
+  parseBody,
+} from './argument-document.js';
+import { readGraphqlRequest } from './graphql-request.js';
 import type { BodyLimits } from './json-scan.js';
 import type { Proposal, Proposed } from './proposal.js';
 import type { GateRequest } from './types.js';
@@ -33,7 +39,7 @@ export type WorkerReply =
 
 type WireProposal = Omit<Proposal, 'tool' | 'args'> & {
   readonly toolId: string;
-  readonly args: Omit<ArgumentDocument, 'body'>;
+  readonly args: Omit<ArgumentDocument, 'body' | 'graphql'>;
 };
 
 export type WireProposed =
@@ -50,8 +56,9 @@ export function toWire(proposed: Proposed): WireProposed {
 }
 
 /**
- * The proposal back on the event loop: its tool from this gate's own policies, and its body parsed
- * again only if something reads it (a reconciliation lookup's `match`; every verdict has `rpcId`).
+ * The proposal back on the event loop: its tool from this gate's own policies, and its body (and a
+ * GraphQL call's arguments) read again only if something reads them (a reconciliation lookup's
+ * `match`; every verdict has `rpcId`, every GraphQL outcome `graphql`).
  */
 export function fromWire(
   wire: WireProposed,
@@ -64,6 +71,8 @@ export function fromWire(
   const tool = tools.get(toolId);
   if (tool === undefined) throw new Error(`analysis worker named a tool this gate does not have: ${toolId}`);
   let body: { value: unknown } | null = null;
+  let graphql: { value: GraphqlArguments | undefined } | null = null;
+  const call = rest.graphql;
   const lazy: ArgumentDocument = {
     path: args.path,
     query: args.query,
@@ -71,6 +80,22 @@ export function fromWire(
       // The worker accepted this body under the same limits, so this cannot refuse it.
       body ??= { value: parseBody(request.body, contentTypeOf(request), limits) };
       return body.value;
+    },
+    get graphql(): GraphqlArguments | undefined {
+      // The worker read this very document so: the same field comes back under the same name.
+      graphql ??= {
+        value:
+          call === null
+            ? undefined
+            : {
+                field: call.field,
+                args:
+                  readGraphqlRequest(request, this.body, limits)?.fields.find(
+                    (f) => f.responseName === call.responseName,
+                  )?.args ?? {},
+              },
+      };
+      return graphql.value;
     },
   };
   return { kind: 'proposal', proposal: { ...rest, tool, args: lazy } };

@@ -4,6 +4,7 @@ import { type ArgumentDocument, buildArgumentDocument, contentTypeOf } from './a
 import { ArgumentRefusal } from './argument-refusal.js';
 import { bodyLabel, readsAsFields } from './body-label.js';
 import { keyPathReachedByFolding } from './folded-reading.js';
+import { governedMutation } from './graphql-request.js';
 import type { BodyLimits } from './json-scan.js';
 import { refuseDisagreeingMcpHeaders } from './mcp-routing-headers.js';
 import { bracketedReading } from './nested-parameters.js';
@@ -35,6 +36,11 @@ export interface Proposal {
   readonly args: ArgumentDocument;
   /** The JSON-RPC `id` of the request body (what a JSON-RPC verdict answers with), else null. */
   readonly rpcId: string | number | null;
+  /**
+   * A `match.graphql` tool's mutation field and the name its answer comes under in `data` (the
+   * alias, if any), else null: plain data, so it crosses from an analysis worker as it is.
+   */
+  readonly graphql: { readonly field: string; readonly responseName: string } | null;
   readonly common: DecideCommon;
   readonly key: DedupeKeyInput | null;
   readonly keyError: string | null;
@@ -106,10 +112,16 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
       };
     }
   }
-  const chosen = ctx.classifier.select(route.candidates, args0.body);
+  // On an endpoint that carries every mutation, the document says which one this is.
+  const mutation = governedMutation(request, args0.body, route.candidates, ctx.bodyLimits);
+  const chosen = ctx.classifier.select(route.candidates, args0.body, mutation?.name ?? null);
   if (chosen === null) return unclassified(request, args0.body, route.candidates);
   const tool = chosen.tool;
-  const args: ArgumentDocument = { ...args0, path: chosen.params };
+  const isGraphql = mutation !== null && (tool.match.graphqlMutation ?? null) !== null;
+  const args: ArgumentDocument = isGraphql
+    ? { ...args0, path: chosen.params, graphql: { field: mutation.name, args: mutation.args } }
+    : { ...args0, path: chosen.params };
+  const graphql = isGraphql ? { field: mutation.name, responseName: mutation.responseName } : null;
   refuseRepeatedKeyArguments(tool, request, args);
   const scope = request.scope ?? ctx.scope;
   const ctxHeaders = request.context;
@@ -136,7 +148,7 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   };
   const rpcId = jsonRpcId(args.body);
   if (tool.dedupe === null)
-    return proposal({ tool, args, rpcId, common, key: null, keyError: null, block: false });
+    return proposal({ tool, args, rpcId, graphql, common, key: null, keyError: null, block: false });
   const k = buildSemanticKey(tool, scope, args, ctx.authorityKey);
   if (!k.ok && k.reason === 'key_path_missing') {
     // Refused whatever on_missing says: the destination may read the argument the gate missed.
@@ -150,7 +162,7 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
       windowMs: tool.dedupe.windowMs,
       pendingTtlMs: tool.dedupe.pendingTtlMs,
     };
-    return proposal({ tool, args, rpcId, common, key, keyError: null, block: false });
+    return proposal({ tool, args, rpcId, graphql, common, key, keyError: null, block: false });
   }
   // An unrepresentable value is refused whatever on_missing says: letting it through would
   // govern nothing while claiming to.
@@ -159,6 +171,7 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
     tool,
     args,
     rpcId,
+    graphql,
     common,
     key: null,
     keyError: `${k.reason}: ${k.paths.join(', ')}`,

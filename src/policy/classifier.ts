@@ -100,10 +100,21 @@ export class Classifier {
 
   /**
    * The first candidate whose `match.body` conditions hold for the parsed JSON body (`undefined`
-   * when the body is not JSON, which only tools without body conditions accept); `null` if none.
+   * when the body is not JSON, which only tools without body conditions accept) and, for a
+   * `match.graphql` tool, whose mutation is `graphqlMutation` (the one root mutation field the
+   * request performs, `null` when it performs none); `null` if none.
    */
-  select(candidates: readonly Classification[], body: unknown): Classification | null {
-    for (const c of candidates) if (c.tool.match.matchesBody(body)) return c;
+  select(
+    candidates: readonly Classification[],
+    body: unknown,
+    graphqlMutation: string | null = null,
+  ): Classification | null {
+    for (const c of candidates) {
+      const m = c.tool.match;
+      const graphql = m.graphqlMutation ?? null;
+      if (graphql !== null && graphql !== graphqlMutation) continue;
+      if (m.matchesBody(body)) return c;
+    }
     return null;
   }
 

@@ -5,7 +5,11 @@ import type { PolicyReader, Slot } from './policy-reader.js';
 import { readJsonPath, readMethod } from './policy-values.js';
 import { type BodyCondition, RouteMatcher } from './route-matcher.js';
 
-export const MATCH_FIELDS = ['hosts', 'method', 'path', 'body', 'json_types'] as const;
+export const MATCH_FIELDS = ['hosts', 'method', 'path', 'body', 'json_types', 'graphql'] as const;
+export const GRAPHQL_FIELDS = ['mutation'] as const;
+
+/** A GraphQL Name (GraphQL spec §2.1.9). */
+const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
 
 export interface CompiledMatch {
   /** `null` when any part of the block was invalid (the issues are already recorded). */
@@ -26,10 +30,39 @@ export function compileMatch(r: PolicyReader, slot: Slot): CompiledMatch {
   const body = bodySlot === undefined ? [] : readBodyConditions(r, bodySlot);
   const typesSlot = f.get('json_types');
   const jsonTypes = typesSlot === undefined ? [] : readJsonTypes(r, typesSlot);
+  const graphqlSlot = f.get('graphql');
+  const graphql = graphqlSlot === undefined ? undefined : readGraphql(r, graphqlSlot);
   const captures = template?.captures ?? null;
-  if (hosts === null || method === null || template === null || body === null || jsonTypes === null)
+  if (
+    hosts === null ||
+    method === null ||
+    template === null ||
+    body === null ||
+    jsonTypes === null ||
+    graphql === null
+  )
     return { matcher: null, captures };
-  return { matcher: new RouteMatcher(hosts, method, template, body, jsonTypes), captures };
+  return {
+    matcher: new RouteMatcher(hosts, method, template, body, jsonTypes, graphql ?? null),
+    captures,
+  };
+}
+
+/**
+ * `match.graphql`: the root mutation field this tool is, on an endpoint that carries every
+ * mutation (`POST /graphql`). The document is read as servers read it (`graphql-request.ts`).
+ */
+function readGraphql(r: PolicyReader, slot: Slot): string | null {
+  const f = r.fields(slot, GRAPHQL_FIELDS, ['mutation']);
+  const mutation = f?.get('mutation');
+  if (mutation === undefined) return null;
+  const name = r.string(mutation);
+  if (name === null) return null;
+  if (!GRAPHQL_NAME.test(name)) {
+    r.issue(mutation.at, mutation.field, `${JSON.stringify(name)} is not a GraphQL field name`);
+    return null;
+  }
+  return name;
 }
 
 const MEDIA_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/;

@@ -1,7 +1,7 @@
 import { compileMatch } from './compile-match.js';
 import { compileJsonPath } from './json-path.js';
 import type { PolicyReader, Slot, SourcePosition } from './policy-reader.js';
-import { readArgumentPaths } from './policy-values.js';
+import { readArgumentPaths, readsGraphql } from './policy-values.js';
 import type { RouteMatcher } from './route-matcher.js';
 import { readDedupe, readIdempotency, readOutcome, readReconcile, readResponse } from './tool-sections.js';
 import type { CompiledPath, Effect, Tool, ToolMode, VerdictProtocol } from './types.js';
@@ -96,6 +96,7 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
     mode: readMode(r, f.get('mode')),
   };
   if (protocol === 'jsonrpc') tool.fingerprintIgnore.push(...JSONRPC_VOLATILE);
+  if (matcher?.graphqlMutation === null) refuseGraphqlPaths(r, f, tool);
   if (r.issueCount !== before || matcher === null || effect === null || id === null) return null;
   return {
     tool: { ...tool, match: matcher, effect },
@@ -104,6 +105,33 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
     idAt: r.position(idSlot?.at ?? null),
     matchAt: r.position(matchSlot?.at ?? null),
   };
+}
+
+/**
+ * `$.graphql…` paths in a tool without `match.graphql`: no request of it carries a GraphQL call,
+ * so such a key would be missing every time.
+ */
+function refuseGraphqlPaths(
+  r: PolicyReader,
+  f: ReadonlyMap<string, Slot>,
+  tool: Pick<Tool, 'dedupe' | 'redact' | 'fingerprintIgnore' | 'reconcile'>,
+): void {
+  const sections: [string, readonly CompiledPath[]][] = [
+    ['dedupe', tool.dedupe?.key ?? []],
+    ['redact', tool.redact],
+    ['fingerprint', tool.fingerprintIgnore],
+    ['reconcile', tool.reconcile?.match.map((m) => m.argument) ?? []],
+  ];
+  for (const [name, paths] of sections) {
+    const path = paths.find(readsGraphql);
+    const slot = f.get(name);
+    if (path === undefined || slot === undefined) continue;
+    r.issue(
+      slot.at,
+      slot.field,
+      `${path.expression}: $.graphql paths read the GraphQL call of a tool with match.graphql, and this tool has none`,
+    );
+  }
 }
 
 function readRetryBudget(r: PolicyReader, slot: Slot | undefined): number {

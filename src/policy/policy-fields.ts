@@ -1,4 +1,4 @@
-import { MATCH_FIELDS } from './compile-match.js';
+import { GRAPHQL_FIELDS, MATCH_FIELDS } from './compile-match.js';
 import { FINGERPRINT_FIELDS, RETRY_FIELDS, TOOL_FIELDS, VERDICT_FIELDS } from './compile-tool.js';
 import { EGRESS_FIELDS } from './egress-section.js';
 import { LOOP_BREAKER_FIELDS, TOP_FIELDS } from './parse-policy-file.js';
@@ -28,6 +28,7 @@ export const POLICY_FIELDS: Readonly<Record<string, readonly string[]>> = Object
   egress: EGRESS_FIELDS,
   'tools[]': TOOL_FIELDS,
   'tools[].match': MATCH_FIELDS,
+  'tools[].match.graphql': GRAPHQL_FIELDS,
   'tools[].dedupe': DEDUPE_FIELDS,
   'tools[].idempotency': IDEMPOTENCY_FIELDS,
   'tools[].retry': RETRY_FIELDS,

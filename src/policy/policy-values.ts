@@ -4,8 +4,12 @@ import { compileJsonPath, parseJsonPath } from './json-path.js';
 import type { PolicyReader, Slot } from './policy-reader.js';
 import type { CompiledPath } from './types.js';
 
-/** Roots of the argument document `{ path, query, body }` that key and redaction paths run over. */
-const ARGUMENT_ROOTS: readonly string[] = Object.freeze(['path', 'query', 'body']);
+/**
+ * Roots of the argument document `{ path, query, body, graphql }` that key and redaction paths run
+ * over; `graphql` (`{ field, args }`) only for a `match.graphql` tool (`compile-tool.ts` checks).
+ */
+const ARGUMENT_ROOTS: readonly string[] = Object.freeze(['path', 'query', 'body', 'graphql']);
+const GRAPHQL_MEMBERS: readonly string[] = Object.freeze(['field', 'args']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** A JSONPath over any document (a response body, a remote item, the request's JSON body). */
@@ -39,7 +43,19 @@ export function readArgumentPath(
     r.issue(
       slot.at,
       slot.field,
-      `${compiled.expression}: argument paths start with $.path, $.query or $.body`,
+      `${compiled.expression}: argument paths start with $.path, $.query, $.body or $.graphql`,
+    );
+    return null;
+  }
+  if (
+    first.name === 'graphql' &&
+    second !== undefined &&
+    (second.type !== 'member' || !GRAPHQL_MEMBERS.includes(second.name))
+  ) {
+    r.issue(
+      slot.at,
+      slot.field,
+      `${compiled.expression}: $.graphql holds field (the mutation's name) and args (its arguments)`,
     );
     return null;
   }
@@ -58,6 +74,12 @@ export function readArgumentPath(
     return null;
   }
   return compiled;
+}
+
+/** Whether an argument path reads the GraphQL call (`$.graphql…`). */
+export function readsGraphql(path: CompiledPath): boolean {
+  const [first] = parseJsonPath(path.expression).segments;
+  return first?.type === 'member' && first.name === 'graphql';
 }
 
 /** A list of argument paths; `null` entries are dropped after their issue is recorded. */

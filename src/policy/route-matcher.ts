@@ -31,6 +31,12 @@ export class RouteMatcher implements ToolMatcher {
   readonly bodyKey: string;
   /** Media types besides `application/json` the destination reads as JSON (`match.json_types`). */
   readonly jsonTypes: readonly string[];
+  /**
+   * The root mutation field this tool is (`match.graphql.mutation`), or `null`. Such a tool is
+   * matched on GET as well as its method: a GraphQL server reads a document from a query string
+   * too, and some run mutations sent so.
+   */
+  readonly graphqlMutation: string | null;
   readonly #explain: string;
   /** The conditions with every member name folded (`foldName`), for `matchesBodyFolded`. */
   readonly #folded: readonly { readonly path: CompiledPath; readonly value: BodyScalar }[];
@@ -41,27 +47,33 @@ export class RouteMatcher implements ToolMatcher {
     path: PathTemplate,
     body: readonly BodyCondition[],
     jsonTypes: readonly string[] = [],
+    graphqlMutation: string | null = null,
   ) {
     this.jsonTypes = Object.freeze([...jsonTypes]);
+    this.graphqlMutation = graphqlMutation;
     this.hosts = Object.freeze([...hosts]);
     this.method = method;
     this.path = path;
     this.bodyConditions = Object.freeze([...body]);
-    this.hasBodyConditions = body.length > 0;
+    // A GraphQL tool is chosen by its document, as a `match.body` tool by its body: both are the
+    // more specific claim on a shared endpoint, and come first in selection order.
+    this.hasBodyConditions = body.length > 0 || graphqlMutation !== null;
     // Member names only (no script filters: evaluation is disabled), so folding the whole
     // expression folds exactly its names.
     this.#folded = Object.freeze(
       body.map((c) => ({ path: compileJsonPath(foldName(c.path.expression)), value: c.value })),
     );
-    this.bodyKey = JSON.stringify(
+    this.bodyKey = JSON.stringify([
       body.map((c): [string, BodyScalar] => [c.canonical, c.value]).sort(compareEntries),
-    );
+      graphqlMutation,
+    ]);
     const conditions = body.map(
       (c) => `${c.path.expression}=${typeof c.value === 'string' ? c.value : JSON.stringify(c.value)}`,
     );
     this.#explain =
       `${method} ${this.hosts.map((h) => h.text).join(',')} ${path.text}` +
-      (conditions.length > 0 ? ` body ${conditions.join(', ')}` : '');
+      (conditions.length > 0 ? ` body ${conditions.join(', ')}` : '') +
+      (graphqlMutation === null ? '' : ` graphql mutation ${graphqlMutation}`);
     Object.freeze(this);
   }
 
@@ -78,7 +90,11 @@ export class RouteMatcher implements ToolMatcher {
 
   /** Method and path only: the classifier has already matched the host through its index. */
   matchMethodAndPath(input: RouteInput): Readonly<Record<string, string>> | null {
-    return input.method === this.method ? this.path.match(input.path) : null;
+    return this.#matchesMethod(input.method) ? this.path.match(input.path) : null;
+  }
+
+  #matchesMethod(method: string): boolean {
+    return method === this.method || (this.graphqlMutation !== null && method === 'GET');
   }
 
   /**
@@ -97,7 +113,7 @@ export class RouteMatcher implements ToolMatcher {
     lenient: LenientPath,
     keyed: ReadonlySet<string> | null = null,
   ): readonly string[] | null {
-    if (method !== this.method) return null;
+    if (!this.#matchesMethod(method)) return null;
     const strict = this.path.match(strictPath);
     if (strict !== null) {
       if (lenient.readings.length === 0) return null;
@@ -117,7 +133,7 @@ export class RouteMatcher implements ToolMatcher {
    * case-insensitive binder (Go's encoding/json) reads as this tool's call.
    */
   matchesBodyFolded(foldedBody: unknown): boolean {
-    if (!this.hasBodyConditions || foldedBody === undefined) return false;
+    if (this.bodyConditions.length === 0 || foldedBody === undefined) return false;
     for (const c of this.#folded) {
       if (!c.path.evaluate(foldedBody).some((v) => v === c.value)) return false;
     }
@@ -125,7 +141,7 @@ export class RouteMatcher implements ToolMatcher {
   }
 
   matchesBody(body: unknown): boolean {
-    if (!this.hasBodyConditions) return true;
+    if (this.bodyConditions.length === 0) return true;
     if (body === undefined) return false; // not JSON: conditions cannot hold
     for (const c of this.bodyConditions) {
       if (!c.path.evaluate(body).some((v) => v === c.value)) return false;

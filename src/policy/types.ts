@@ -64,6 +64,8 @@ export interface ToolMatcher {
   explain(): string;
   /** Media types besides `application/json` the destination reads as JSON (`match.json_types`). */
   readonly jsonTypes?: readonly string[];
+  /** The GraphQL root mutation field the tool is (`match.graphql.mutation`); absent or `null`: none. */
+  readonly graphqlMutation?: string | null;
 }
 
 /** A status selector from `outcome`: a class like `2xx` or an exact code like `409`. */

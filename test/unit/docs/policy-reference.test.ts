@@ -72,7 +72,11 @@ describe('docs/policy-reference.md', () => {
     } catch (err) {
       throw new Error(err instanceof PolicyError ? err.message : String(err));
     }
-    expect(set.tools.map((t) => t.id)).toEqual(['github.create_issue', 'mcp.create_ticket']);
+    expect(set.tools.map((t) => t.id)).toEqual([
+      'github.create_issue',
+      'mcp.create_ticket',
+      'linear.issue_create',
+    ]);
     const tables = Object.values(POLICY_FIELDS);
     for (const known of seen) expect(tables, `a reader's list ${known.join(', ')}`).toContain(known);
     for (const [path, known] of Object.entries(POLICY_FIELDS))

@@ -37,6 +37,10 @@ tools:
     effect: create
     dedupe: { key: [$.body.params.arguments.subject], window: 1h }
     verdict: { protocol: jsonrpc }
+  - id: shop.graphql.refund
+    match: { hosts: [shop.example], method: POST, path: /graphql, graphql: { mutation: refundCreate } }
+    effect: financial
+    dedupe: { key: [$.graphql.args.input.order, $.graphql.args.input.amount], window: 24h }
 `,
   },
 ]);
@@ -85,8 +89,14 @@ function req(over: Partial<GateRequest> & { readonly text?: string }): GateReque
 function plain(p: Proposed): unknown {
   if (p.kind !== 'proposal') return p;
   const { tool, args, ...rest } = p.proposal;
-  return { ...rest, tool: tool.id, args: { path: args.path, query: args.query, body: args.body } };
+  return {
+    ...rest,
+    tool: tool.id,
+    args: { path: args.path, query: args.query, body: args.body, graphql: args.graphql },
+  };
 }
+
+const REFUND = 'mutation R($input: RefundInput!) { r: refundCreate(input: $input) { id } }';
 
 const pad = 'x'.repeat(64 * 1024);
 const cases: readonly (readonly [string, GateRequest])[] = [
@@ -135,6 +145,32 @@ const cases: readonly (readonly [string, GateRequest])[] = [
     req({ path: '/mcp', query: '', text: `[${JSON.stringify(pad)}]` }),
   ],
   [
+    'a GraphQL mutation',
+    req({
+      path: '/graphql',
+      query: '',
+      text: JSON.stringify({ query: REFUND, variables: { input: { order: 42, amount: 5, note: pad } } }),
+    }),
+  ],
+  [
+    'a GraphQL document with two mutations',
+    req({
+      path: '/graphql',
+      query: '',
+      text: JSON.stringify({
+        query: `mutation { a: refundCreate(input: {order: 1}) { id } b: refundCreate(input: {order: 2}) { id } } # ${pad}`,
+      }),
+    }),
+  ],
+  [
+    'a GraphQL document that does not parse',
+    req({ path: '/graphql', query: '', text: JSON.stringify({ query: `mutation { refundCreate( ${pad}` }) }),
+  ],
+  [
+    'a GraphQL query',
+    req({ path: '/graphql', query: '', text: JSON.stringify({ query: `{ refunds { id } } # ${pad}` }) }),
+  ],
+  [
     'a body matching only with member names case-folded',
     req({
       path: '/mcp',
@@ -171,6 +207,16 @@ describe('ProposalPool', () => {
     expect(large.proposal.common.request.fingerprint).toBe(small.proposal.common.request.fingerprint);
     expect(large.proposal.rpcId).toBeNull();
     expect(errors).toEqual([]);
+  });
+
+  it('reads a GraphQL call on the worker: its key, its response name, its arguments again on demand', async () => {
+    const text = JSON.stringify({ query: REFUND, variables: { input: { order: 42, amount: 5, note: pad } } });
+    const large = await pool.propose(req({ path: '/graphql', query: '', text }), []);
+    if (large.kind !== 'proposal') throw new Error(`expected a proposal, got ${large.kind}`);
+    expect(large.proposal.tool.id).toBe('shop.graphql.refund');
+    expect(large.proposal.key?.values).toEqual([42, 5]);
+    expect(large.proposal.graphql).toEqual({ field: 'refundCreate', responseName: 'r' });
+    expect(large.proposal.args.graphql?.args).toEqual({ input: { order: 42, amount: 5, note: pad } });
   });
 
   it('answers jobs in order, many at once', async () => {
