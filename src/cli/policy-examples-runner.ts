@@ -173,15 +173,19 @@ function verdictOf(response: GateResponse): string {
   return (Array.isArray(v) ? v[0] : v) ?? 'pass';
 }
 
-/** The tool a refusal names (problem body `tool`, or a JSON-RPC error's `data.tool`) when no operation was made. */
+/**
+ * The tool a refusal names when no operation was made: problem body `tool`, a JSON-RPC error's
+ * `data.tool`, or a vendor dialect's `effectgate.tool` (Slack, GitHub) or `error.effectgate.tool` (Stripe).
+ */
 function toolNamedBy(response: GateResponse): string | null {
   if (response.headers['effectgate-verdict'] === undefined) return null;
   try {
     const doc = JSON.parse(decoder.decode(response.body)) as {
       tool?: unknown;
-      error?: { data?: { tool?: unknown } };
+      effectgate?: { tool?: unknown };
+      error?: { data?: { tool?: unknown }; effectgate?: { tool?: unknown } };
     };
-    const tool = doc.tool ?? doc.error?.data?.tool;
+    const tool = doc.tool ?? doc.error?.data?.tool ?? doc.effectgate?.tool ?? doc.error?.effectgate?.tool;
     return typeof tool === 'string' ? tool : null;
   } catch {
     return null;

@@ -1,8 +1,11 @@
 import type { Tool } from '../policy/index.js';
 import type { DuplicateSource, EnforcedVerdict } from '../store/index.js';
 import type { GateResponse, HeaderMap } from './types.js';
+import { VERDICT_DIALECTS } from './verdict-dialects.js';
 
-/** The facts of one gate-made answer; rendered as problem+json, plain JSON or JSON-RPC. */
+export { negotiateProblemType } from './verdict-dialects.js';
+
+/** The facts of one gate-made answer; rendered in the tool's dialect (`verdict-dialects.ts`). */
 export interface VerdictFacts {
   readonly verdict: EnforcedVerdict;
   readonly status: number;
@@ -22,16 +25,6 @@ export interface VerdictFacts {
   /** The `Effectgate-Operation` header is sent only when the verdict concerns an operation. */
   readonly operationHeader?: boolean;
 }
-
-/** JSON-RPC error codes in the implementation-defined server range (JSON-RPC 2.0 §5.1). */
-const JSONRPC_CODES: Readonly<Record<EnforcedVerdict, number>> = {
-  allow: -32050,
-  duplicate: -32051,
-  pending: -32052,
-  hold: -32053,
-  halted: -32054,
-  block: -32055,
-};
 
 const encoder = new TextEncoder();
 
@@ -68,26 +61,6 @@ export function verdictBody(facts: VerdictFacts): Record<string, unknown> {
   return body;
 }
 
-/**
- * Chooses the media type: problem+json unless the client's Accept excludes it and allows plain
- * JSON, in which case the same body is sent as application/json.
- */
-export function negotiateProblemType(accept: string | undefined): string {
-  if (accept === undefined || accept.trim() === '') return 'application/problem+json';
-  let json = false;
-  for (const part of accept.split(',')) {
-    const [rawType, ...params] = part.split(';');
-    const type = rawType?.trim().toLowerCase() ?? '';
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
-    if (q !== undefined && Number(q.slice(2)) === 0) continue;
-    if (type === 'application/problem+json' || type === 'application/*' || type === '*/*') {
-      return 'application/problem+json';
-    }
-    if (type === 'application/json') json = true;
-  }
-  return json ? 'application/json' : 'application/problem+json';
-}
-
 function firstHeader(headers: HeaderMap, name: string): string | undefined {
   const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
@@ -113,27 +86,25 @@ export function verdictHeaders(facts: VerdictFacts): Record<string, string> {
 }
 
 /**
- * Renders a gate-made answer. Tools with `verdict.protocol: jsonrpc` get a JSON-RPC 2.0 error with
- * the request's `id` (`rpcId`, from `jsonRpcId`) and HTTP 200 (what MCP clients read); everyone
- * else RFC 9457 problem+json.
+ * Renders a gate-made answer in the dialect its tool's `verdict.protocol` names
+ * (`verdict-dialects.ts`): problem+json by default, a JSON-RPC 2.0 error with the request's `id`
+ * (`rpcId`, from `jsonRpcId`), or the destination's own error shape for the SDKs that call it.
  */
 export function renderVerdict(
   facts: VerdictFacts,
   requestHeaders: HeaderMap,
   rpcId: string | number | null,
 ): GateResponse {
-  const headers: Record<string, string> = { ...verdictHeaders(facts), 'cache-control': 'no-store' };
-  if (facts.retryAfterSeconds !== undefined) headers['retry-after'] = String(facts.retryAfterSeconds);
-  const body = verdictBody(facts);
-  if (facts.tool?.verdict.protocol === 'jsonrpc') {
-    const rpc = {
-      jsonrpc: '2.0',
-      id: rpcId,
-      error: { code: JSONRPC_CODES[facts.verdict], message: facts.detail, data: body },
-    };
-    headers['content-type'] = 'application/json';
-    return { status: 200, headers, body: encoder.encode(JSON.stringify(rpc)) };
-  }
-  headers['content-type'] = negotiateProblemType(firstHeader(requestHeaders, 'accept'));
-  return { status: facts.status, headers, body: encoder.encode(JSON.stringify(body)) };
+  const dialect = VERDICT_DIALECTS[facts.tool?.verdict.protocol ?? 'http'];
+  const answer = dialect({
+    facts,
+    problem: verdictBody(facts),
+    accept: firstHeader(requestHeaders, 'accept'),
+    rpcId,
+  });
+  return {
+    status: answer.status,
+    headers: { ...answer.headers, ...verdictHeaders(facts), 'cache-control': 'no-store' },
+    body: encoder.encode(JSON.stringify(answer.body)),
+  };
 }

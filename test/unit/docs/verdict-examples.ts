@@ -32,11 +32,29 @@ tools:
     effect: create
     dedupe: { key: [$.body.params.arguments.subject], window: 1h }
     verdict: { protocol: jsonrpc }
+  - id: stripe.create_payment_intent
+    match: { hosts: [api.stripe.com], method: POST, path: /v1/payment_intents }
+    effect: financial
+    dedupe: { key: [$.body.customer, $.body.amount, $.body.currency, $.body.description], window: 24h }
+    verdict: { protocol: stripe }
+  - id: slack.post_message
+    match: { hosts: [slack.com], method: POST, path: /api/chat.postMessage }
+    effect: notify
+    dedupe: { key: [$.body.channel, $.body.text], window: 10m }
+    verdict: { protocol: slack }
+  - id: github.create_issue_comment
+    match: { hosts: [api.github.com], method: POST, path: "/repos/{owner}/{repo}/issues/{number}/comments" }
+    effect: append
+    dedupe: { key: [$.path.owner, $.path.repo, $.path.number, $.body.body], window: 24h }
+    verdict: { protocol: github }
 `;
 
 const tools = parsePolicyFiles([{ file: 'verdicts.yaml', text: POLICY }]).tools;
 const http: Tool = tools[0]!;
 const mcp: Tool = tools[1]!;
+const stripe: Tool = tools[2]!;
+const slack: Tool = tools[3]!;
+const github: Tool = tools[4]!;
 
 // Fixed ids and times: uuidv7-shaped, as the gate makes them.
 const RUN = 'nightly-42';
@@ -168,6 +186,45 @@ export const VERDICT_EXAMPLES: Readonly<Record<string, () => GateResponse>> = {
     ),
   'store-unavailable': () => renderStoreUnavailable(http, null),
   'jsonrpc-duplicate': () => verdict(factsForDecision(duplicateResult, mcp, WAIT_MS, MAX_SKIPS), RPC_ID),
+  'stripe-duplicate': () =>
+    verdict(
+      factsForDecision(
+        {
+          ...duplicateResult,
+          source: { ...duplicateResult.source, destinationRef: 'pi_3MtwBwLkdIwHu7ix28a3tqPa' },
+        },
+        stripe,
+        WAIT_MS,
+        MAX_SKIPS,
+      ),
+    ),
+  'stripe-halted': () =>
+    verdict(
+      factsForDecision(
+        {
+          verdict: 'halted',
+          decisionId: DECISION,
+          runId: RUN,
+          duplicateSkips: MAX_SKIPS,
+          haltedAt: HALTED_AT,
+          haltDecisionId: DECISION,
+          operationId: OP,
+        },
+        stripe,
+        WAIT_MS,
+        MAX_SKIPS,
+      ),
+    ),
+  'slack-duplicate': () =>
+    verdict(
+      factsForDecision(
+        { ...duplicateResult, source: { ...duplicateResult.source, destinationRef: '1700000000.000100' } },
+        slack,
+        WAIT_MS,
+        MAX_SKIPS,
+      ),
+    ),
+  'github-duplicate': () => verdict(factsForDecision(duplicateResult, github, WAIT_MS, MAX_SKIPS)),
   'jsonrpc-store-unavailable': () => renderStoreUnavailable(mcp, RPC_ID),
   'jsonrpc-refusal': () =>
     asJsonRpcError(

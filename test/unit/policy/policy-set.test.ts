@@ -150,7 +150,7 @@ describe('policy set', () => {
     expect(gh.reconcile!.match.map((m) => [m.remote.expression, m.argument.expression])).toEqual([
       ['$.title', '$.body.title'],
     ]);
-    expect(gh.verdict.protocol).toBe('http');
+    expect(gh.verdict.protocol).toBe('github');
 
     const mcp = byId('mcp.create_ticket');
     expect(mcp.match.hasBodyConditions).toBe(true);
