@@ -10,9 +10,12 @@
  * path `honorsKeys()` accepts behave like an API that honors `Idempotency-Key`: a key seen before
  * with the same body replays the stored result with `Idempotent-Replayed: true` and creates
  * nothing; with another body it is refused (422). Other collections create on every POST.
+ *
+ * A JSON body's `title` names the issue; a form body's (`application/x-www-form-urlencoded`, as
+ * Stripe's clients send) `title`, else its `description`. With `tls` it serves HTTPS.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type RecordedRequest, startUpstream, type Upstream } from './upstream.js';
+import { type RecordedRequest, type SelfSignedCert, startUpstream, type Upstream } from './upstream.js';
 
 /**
  * What the tracker does with the next POST to a collection:
@@ -66,8 +69,18 @@ interface Stored {
   readonly issue: Issue;
 }
 
+/** The issue's title in a POST body: JSON `title`, or a form's `title` or `description`. */
+function titleOf(request: RecordedRequest): string {
+  const text = request.body.toString();
+  if (String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')) {
+    const form = new URLSearchParams(text);
+    return form.get('title') ?? form.get('description') ?? '';
+  }
+  return String((JSON.parse(text || '{}') as { title?: unknown }).title ?? '');
+}
+
 export async function startIssueTracker(
-  options: { readonly honorsKeys?: (collection: string) => boolean } = {},
+  options: { readonly honorsKeys?: (collection: string) => boolean; readonly tls?: SelfSignedCert } = {},
 ): Promise<IssueTracker> {
   const honors = options.honorsKeys ?? (() => false);
   const plans = new Map<string, PostBehaviour[]>();
@@ -138,8 +151,7 @@ export async function startIssueTracker(
       issue = stored.issue;
       replayed = true;
     } else {
-      const title = String((JSON.parse(text || '{}') as { title?: unknown }).title ?? '');
-      issue = create(collection, title);
+      issue = create(collection, titleOf(request));
       if (typeof key === 'string' && honors(collection)) byKey.set(key, { body: text, issue });
     }
     if (behaviour === 'commit-then-destroy') {
@@ -157,7 +169,7 @@ export async function startIssueTracker(
     else answer();
   };
 
-  const upstream = await startUpstream(handler);
+  const upstream = await startUpstream(handler, options.tls === undefined ? {} : { tls: options.tls });
   base = `https://tracker.example.test:${upstream.port}`;
   const requestsTo = (collection: string, method: string): RecordedRequest[] =>
     upstream.requests.filter((r) => r.method === method && r.url.split('?')[0] === collection);
