@@ -106,6 +106,10 @@ export interface AttemptEntry {
   readonly replayed: boolean | null;
   readonly duration_ms: number | null;
   readonly error: string | null;
+  /** Which rule of the tool's outcome contract decided: `status 201`, `failed_if $.ok == false`. */
+  readonly outcome_rule: string | null;
+  /** The destination's error code (`outcome.error_code`), never its message. */
+  readonly error_code: string | null;
   readonly finished_at: string | null;
   readonly recovered_at: string | null;
 }
@@ -286,6 +290,8 @@ function attemptEntries(attempts: readonly AttemptRecord[]): AttemptEntry[] {
       replayed: a.replayed,
       duration_ms: a.durationMs,
       error: a.error,
+      outcome_rule: a.outcomeRule,
+      error_code: a.errorCode,
       finished_at: a.finishedAt,
       recovered_at: a.recoveredAt,
     };
@@ -313,6 +319,10 @@ export function responseSummary(a: AttemptRecord): string {
       if (a.destinationRef !== null) parts.push(`ref ${a.destinationRef}`);
       if (a.replayed === true) parts.push('replayed by the destination (it deduplicated this retry)');
       else if (a.replayed === false) parts.push('not a replay');
+      // The rule only when the status alone does not say it (a 200 the answer called failed).
+      if (a.outcomeRule !== null && a.outcomeRule !== `status ${a.status}`)
+        parts.push(`decided by ${a.outcomeRule}`);
+      if (a.errorCode !== null) parts.push(`error code ${a.errorCode}`);
       return parts.join(', ');
     }
   }

@@ -8,7 +8,7 @@ import {
   type UpstreamResult,
   type UpstreamSender,
 } from '../engine/index.js';
-import { type PolicyExample, type PolicySet, policyExamples } from '../policy/index.js';
+import { type ExampleResponse, type PolicyExample, type PolicySet, policyExamples } from '../policy/index.js';
 
 /** What one example got, and what it expected but did not get (empty when it passed). */
 export interface ExampleResult {
@@ -64,8 +64,10 @@ async function runOne(gate: Gate, example: PolicyExample, n: number): Promise<Ex
   const tenant = `policies-test-${n}`;
   let sent = 0;
   const send: UpstreamSender = async () => {
+    // The answers in order, the last one for any further request.
+    const answer = example.responses[Math.min(sent, example.responses.length - 1)]!;
     sent++;
-    return fakeAnswer(example);
+    return fakeAnswer(answer);
   };
   const request = gateRequest(example, tenant, `example-${n}`);
   const first = await answer(gate, request, send);
@@ -94,6 +96,7 @@ async function runOne(gate: Gate, example: PolicyExample, n: number): Promise<Ex
   differ('first', want.first, got.first);
   if (want.second !== null) differ('second', want.second, got.second);
   if (want.status !== null) differ('status', want.status, got.status);
+  if (want.sent !== null) differ('sent', want.sent, got.sent);
   return {
     file: example.at.file,
     line: example.at.line,
@@ -158,8 +161,8 @@ function formText(body: unknown): string {
   return params.toString();
 }
 
-function fakeAnswer(example: PolicyExample): UpstreamResult {
-  const { status, headers, body } = example.response;
+function fakeAnswer(answer: ExampleResponse): UpstreamResult {
+  const { status, headers, body } = answer;
   return {
     kind: 'response',
     status,

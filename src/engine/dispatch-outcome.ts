@@ -1,6 +1,7 @@
 import { errorAnswer } from '../errors.js';
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
+import { answerOutcome } from './answer-outcome.js';
 import { contentTypeOf } from './argument-document.js';
 import { sha256Ref } from './canonical-json.js';
 import type { StreamSettlement } from './event-stream-watch.js';
@@ -86,6 +87,8 @@ export function outcomeOf(
       destinationRef: null,
       replayed: null,
       error: sent.error,
+      outcomeRule: sent.dispatchState === 'not_sent' ? 'not sent' : 'no response',
+      errorCode: null,
     };
   }
   const received = {
@@ -103,13 +106,19 @@ export function outcomeOf(
       operationState: rpc.operationState,
       destinationRef: rpc.destinationRef,
       error: rpc.note,
+      outcomeRule: rpc.rule,
+      errorCode: rpc.errorCode,
     };
   }
+  // The status by the tool's contract, then what the answer says (answer-outcome.ts).
+  const answer = answerOutcome(tool, sent.status, sent.body);
   return {
     ...received,
-    operationState: tool.outcome.classify(sent.status),
+    operationState: answer.state,
     destinationRef: extractDestinationRef(tool, sent.body),
     error: null,
+    outcomeRule: answer.rule,
+    errorCode: answer.errorCode,
   };
 }
 
@@ -141,6 +150,8 @@ export function streamOutcomeOf(
       destinationRef: null,
       replayed: readReplayed(tool, sent.headers),
       error: settlement.kind === 'response' ? null : settlement.detail,
+      outcomeRule: `status ${sent.status}`,
+      errorCode: null,
     };
   }
   if (settlement.kind === 'no_response') {
@@ -153,9 +164,11 @@ export function streamOutcomeOf(
       destinationRef: null,
       replayed: null,
       error: settlement.detail,
+      outcomeRule: 'no response',
+      errorCode: null,
     };
   }
-  const rpc = jsonRpcResponseOutcome(tool, settlement.response);
+  const rpc = jsonRpcResponseOutcome(tool, settlement.response, settlement.data);
   return {
     ...base,
     dispatchState: 'response_received',
@@ -166,6 +179,8 @@ export function streamOutcomeOf(
     destinationRef: rpc.destinationRef,
     replayed: readReplayed(tool, sent.headers),
     error: rpc.note,
+    outcomeRule: rpc.rule,
+    errorCode: rpc.errorCode,
   };
 }
 

@@ -1,4 +1,5 @@
 import type { OutcomeClass, Tool } from '../policy/index.js';
+import { readAnswerJson, settleByAnswer } from './answer-outcome.js';
 import { destinationRefOf } from './response-facts.js';
 import { isEventStream, SseReader } from './sse-reader.js';
 
@@ -14,6 +15,10 @@ export interface JsonRpcOutcome {
   readonly destinationRef: string | null;
   /** Why the state is not the HTTP status's, for the attempt's `error` (null when the call succeeded). */
   readonly note: string | null;
+  /** Which rule decided, for the trail: `status 503`, `jsonrpc error`, `mcp isError`, `failed_if …`. */
+  readonly rule: string;
+  /** The destination's error code (`outcome.error_code` over the JSON-RPC response), or null. */
+  readonly errorCode: string | null;
 }
 
 /**
@@ -38,25 +43,48 @@ export function jsonRpcOutcome(
   body: Uint8Array,
 ): JsonRpcOutcome {
   const byStatus = tool.outcome.classify(status);
-  if (byStatus !== 'succeeded') return { operationState: byStatus, destinationRef: null, note: null };
-  const response = findResponse(rpcId, contentType, body);
-  if (response === null) {
+  if (byStatus !== 'succeeded') {
+    return {
+      operationState: byStatus,
+      destinationRef: null,
+      note: null,
+      rule: `status ${status}`,
+      errorCode: null,
+    };
+  }
+  const found = findResponse(rpcId, contentType, body);
+  if (found === null) {
     return {
       operationState: 'unknown',
       destinationRef: null,
       note: `HTTP ${status} without the JSON-RPC response to id ${JSON.stringify(rpcId)}: the call may have run`,
+      rule: 'no jsonrpc response',
+      errorCode: null,
     };
   }
-  return jsonRpcResponseOutcome(tool, response);
+  return jsonRpcResponseOutcome(tool, found.response, found.raw);
 }
 
-/** What one JSON-RPC response (to this request) says: error, tool error, input_required or a result. */
-export function jsonRpcResponseOutcome(tool: Tool, response: JsonRpcResponse): JsonRpcOutcome {
+/**
+ * What one JSON-RPC response (to this request) says: error, tool error, input_required or a result;
+ * then the tool's answer conditions (`failed_if`, `unknown_if`) over that response object, as for
+ * a plain HTTP answer over its body. `raw` is the text it was parsed from (the JSON body, or the SSE
+ * event's data), checked for repeated member names before a condition is trusted.
+ */
+export function jsonRpcResponseOutcome(tool: Tool, response: JsonRpcResponse, raw?: string): JsonRpcOutcome {
+  const read = () => (raw === undefined ? { ok: true as const, value: response } : readAnswerJson(raw));
   if ('error' in response) {
     // The code only: the message is the destination's text and may echo what the agent sent.
     const code = (response.error as { code?: unknown } | null)?.code;
     const note = `JSON-RPC error ${Number.isSafeInteger(code) ? String(code) : '(no integer code)'}`;
-    return { operationState: 'failed', destinationRef: null, note };
+    const settled = settleByAnswer(tool, 'failed', 'jsonrpc error', read);
+    return {
+      operationState: 'failed',
+      destinationRef: null,
+      note,
+      rule: settled.rule,
+      errorCode: settled.errorCode,
+    };
   }
   const result = response.result as Record<string, unknown> | null;
   if (result !== null && typeof result === 'object' && result['resultType'] === 'input_required') {
@@ -64,17 +92,30 @@ export function jsonRpcResponseOutcome(tool: Tool, response: JsonRpcResponse): J
       operationState: 'open',
       destinationRef: null,
       note: 'MCP input_required: the tool asked for input; the call continues as the same operation',
+      rule: 'mcp input_required',
+      errorCode: null,
     };
   }
   const ref = destinationRefOf(tool, result);
-  if (result !== null && typeof result === 'object' && result['isError'] === true) {
-    return {
-      operationState: tool.outcome.toolError,
-      destinationRef: ref,
-      note: 'MCP tool error (result.isError)',
-    };
-  }
-  return { operationState: 'succeeded', destinationRef: ref, note: null };
+  const isError = result !== null && typeof result === 'object' && result['isError'] === true;
+  const byRpc = isError ? tool.outcome.toolError : 'succeeded';
+  // Conditions read the response object ($.result…), whatever the transport around it.
+  const settled = settleByAnswer(tool, byRpc, isError ? 'mcp isError' : 'jsonrpc result', () => {
+    const answer = read();
+    return answer.ok ? { ok: true, value: response } : answer;
+  });
+  const note = isError
+    ? 'MCP tool error (result.isError)'
+    : settled.state === 'succeeded'
+      ? null
+      : `the answer says ${settled.rule}`;
+  return {
+    operationState: settled.state,
+    destinationRef: ref,
+    note,
+    rule: settled.rule,
+    errorCode: settled.errorCode,
+  };
 }
 
 export type JsonRpcResponse = { readonly id: unknown } & (
@@ -82,22 +123,21 @@ export type JsonRpcResponse = { readonly id: unknown } & (
   | { readonly error: unknown }
 );
 
-/** The JSON-RPC response to `rpcId` in a JSON body (one object, or a batch) or an SSE stream, or null. */
+/**
+ * The JSON-RPC response to `rpcId` in a JSON body (one object, or a batch) or an SSE stream, with
+ * the text it was parsed from, or null.
+ */
 function findResponse(
   rpcId: string | number | null,
   contentType: string | undefined,
   body: Uint8Array,
-): JsonRpcResponse | null {
+): { readonly response: JsonRpcResponse; readonly raw: string } | null {
   const text = decoder.decode(body);
-  const candidates: unknown[] = [];
-  if (isEventStream(contentType)) {
-    for (const data of new SseReader(body.byteLength).feed(text)) candidates.push(parseJson(data));
-  } else {
-    candidates.push(parseJson(text));
-  }
-  for (const c of candidates) {
+  const texts = isEventStream(contentType) ? new SseReader(body.byteLength).feed(text) : [text];
+  for (const raw of texts) {
+    const c = parseJson(raw);
     for (const item of Array.isArray(c) ? c : [c]) {
-      if (isResponseTo(item, rpcId)) return item;
+      if (isResponseTo(item, rpcId)) return { response: item, raw };
     }
   }
   return null;

@@ -1,4 +1,19 @@
-import type { OutcomeClass, OutcomeContract, StatusSelector } from './types.js';
+import type {
+  AnswerConditions,
+  CompiledPath,
+  OutcomeClass,
+  OutcomeContract,
+  StatusSelector,
+} from './types.js';
+
+/** What a tool reads in the answer besides its status (`failed_if`, `unknown_if`, `error_code`). */
+export interface AnswerReading {
+  readonly failedIf: AnswerConditions | null;
+  readonly unknownIf: AnswerConditions | null;
+  readonly errorCode: CompiledPath | null;
+}
+
+const NO_READING: AnswerReading = Object.freeze({ failedIf: null, unknownIf: null, errorCode: null });
 
 /** The contract a tool gets when its policy says nothing (docs/policy-reference.md, `tools[].outcome`). */
 export const DEFAULT_OUTCOME: Readonly<Record<OutcomeClass, readonly string[]>> = Object.freeze({
@@ -34,6 +49,7 @@ export function selectorText(s: StatusSelector): string {
 export function buildOutcomeContract(
   lists: Readonly<Record<OutcomeClass, readonly StatusSelector[]>>,
   toolError: OutcomeClass = 'failed',
+  reading: AnswerReading = NO_READING,
 ): OutcomeContract {
   const table: (OutcomeClass | undefined)[] = new Array(600).fill(undefined);
   for (const kind of ['class', 'code'] as const) {
@@ -52,6 +68,9 @@ export function buildOutcomeContract(
     failed: Object.freeze(lists.failed.map((s) => Object.freeze({ ...s }))),
     unknown: Object.freeze(lists.unknown.map((s) => Object.freeze({ ...s }))),
     toolError,
+    failedIf: reading.failedIf,
+    unknownIf: reading.unknownIf,
+    errorCode: reading.errorCode,
     classify(status: number): OutcomeClass {
       return (Number.isInteger(status) ? frozenTable[status] : undefined) ?? 'unknown';
     },

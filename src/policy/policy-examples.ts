@@ -37,7 +37,7 @@ export const EXPECTED_VERDICTS: readonly ExpectedVerdict[] = [
 
 export const EXAMPLE_FIELDS = ['name', 'request', 'expect', 'response'] as const;
 export const EXAMPLE_REQUEST_FIELDS = ['method', 'url', 'headers', 'body'] as const;
-export const EXAMPLE_EXPECT_FIELDS = ['tool', 'key', 'first', 'second', 'status'] as const;
+export const EXAMPLE_EXPECT_FIELDS = ['tool', 'key', 'first', 'second', 'status', 'sent'] as const;
 export const EXAMPLE_RESPONSE_FIELDS = ['status', 'headers', 'body'] as const;
 
 /** A request an example sends; `body` is the YAML value (sent as JSON, or as a form). */
@@ -71,6 +71,8 @@ export interface ExampleExpectation {
   readonly second: ExpectedVerdict | null;
   /** The status of the first answer; `null`: not checked. */
   readonly status: number | null;
+  /** How many requests reached the fake destination; `null`: not checked. */
+  readonly sent: number | null;
 }
 
 /**
@@ -82,7 +84,13 @@ export interface PolicyExample {
   /** Where the example starts: the report's `file:line`. */
   readonly at: SourcePosition;
   readonly request: ExampleRequest;
+  /** What the fake destination answers the first request with (`responses[0]`). */
   readonly response: ExampleResponse;
+  /**
+   * Its answers in order, one per request that reaches it; the last answers any further one. A
+   * list lets an example show a destination that refuses first (`200 {"ok": false}`) and then does it.
+   */
+  readonly responses: readonly ExampleResponse[];
   readonly expect: ExampleExpectation;
 }
 
@@ -102,10 +110,17 @@ export function readExamples(r: PolicyReader, slot: Slot): PolicyExample[] {
     const expectSlot = f.get('expect');
     const expect = expectSlot === undefined ? null : readExpect(r, expectSlot);
     const responseSlot = f.get('response');
-    const response = responseSlot === undefined ? DEFAULT_RESPONSE : readResponseStub(r, responseSlot);
-    if (r.issueCount !== before || name === null || request === null || expect === null || response === null)
+    const responses = responseSlot === undefined ? [DEFAULT_RESPONSE] : readResponses(r, responseSlot);
+    const response = responses?.[0];
+    if (
+      r.issueCount !== before ||
+      name === null ||
+      request === null ||
+      expect === null ||
+      response === undefined
+    )
       continue;
-    out.push({ name, at: r.position(item.at), request, response, expect });
+    out.push({ name, at: r.position(item.at), request, response, responses: responses!, expect });
   }
   return out;
 }
@@ -162,8 +177,34 @@ function readExpect(r: PolicyReader, slot: Slot): ExampleExpectation | null {
   const second = secondSlot === undefined ? null : r.oneOf(secondSlot, EXPECTED_VERDICTS);
   const statusSlot = f.get('status');
   const status = statusSlot === undefined ? null : readStatus(r, statusSlot);
+  const sentSlot = f.get('sent');
+  const sent = sentSlot === undefined ? null : r.integer(sentSlot, 0);
   if (tool === undefined || toolSlot === undefined || first === null) return null;
-  return { tool, toolAt: r.position(toolSlot.at), toolField: toolSlot.field, key, first, second, status };
+  return {
+    tool,
+    toolAt: r.position(toolSlot.at),
+    toolField: toolSlot.field,
+    key,
+    first,
+    second,
+    status,
+    sent,
+  };
+}
+
+/** One answer for every request, or a non-empty list of answers in order. */
+function readResponses(r: PolicyReader, slot: Slot): ExampleResponse[] | null {
+  if (!isSeq(slot.node)) {
+    const one = readResponseStub(r, slot);
+    return one === null ? null : [one];
+  }
+  const items = r.items(slot) ?? [];
+  if (items.length === 0) {
+    r.issue(slot.at, slot.field, 'must list at least one answer');
+    return null;
+  }
+  const out = items.map((item) => readResponseStub(r, item));
+  return out.every((x): x is ExampleResponse => x !== null) ? out : null;
 }
 
 function readResponseStub(r: PolicyReader, slot: Slot): ExampleResponse | null {

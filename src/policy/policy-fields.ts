@@ -1,3 +1,4 @@
+import { ANSWER_CONDITION_FIELDS } from './answer-conditions.js';
 import { GRAPHQL_FIELDS, MATCH_FIELDS } from './compile-match.js';
 import { FINGERPRINT_FIELDS, RETRY_FIELDS, TOOL_FIELDS, VERDICT_FIELDS } from './compile-tool.js';
 import { EGRESS_FIELDS } from './egress-section.js';
@@ -33,6 +34,8 @@ export const POLICY_FIELDS: Readonly<Record<string, readonly string[]>> = Object
   'tools[].idempotency': IDEMPOTENCY_FIELDS,
   'tools[].retry': RETRY_FIELDS,
   'tools[].outcome': OUTCOME_FIELDS,
+  // The items of the list form of both failed_if and unknown_if.
+  'tools[].outcome.failed_if[]': ANSWER_CONDITION_FIELDS,
   'tools[].response': RESPONSE_FIELDS,
   'tools[].fingerprint': FINGERPRINT_FIELDS,
   'tools[].reconcile': RECONCILE_FIELDS,

@@ -1,4 +1,5 @@
 import { isSeq } from 'yaml';
+import { readAnswerConditions } from './answer-conditions.js';
 import { compileJsonPath } from './json-path.js';
 import {
   buildOutcomeContract,
@@ -34,7 +35,13 @@ export const DEDUPE_FIELDS = [
   'scalars',
 ] as const;
 export const IDEMPOTENCY_FIELDS = ['header', 'honored'] as const;
-export const OUTCOME_FIELDS = [...OUTCOME_CLASSES, 'tool_error'] as const;
+export const OUTCOME_FIELDS = [
+  ...OUTCOME_CLASSES,
+  'tool_error',
+  'failed_if',
+  'unknown_if',
+  'error_code',
+] as const;
 export const RESPONSE_FIELDS = ['ref', 'replayed_header'] as const;
 export const RECONCILE_FIELDS = ['method', 'path', 'items', 'match'] as const;
 
@@ -151,7 +158,14 @@ export function readOutcome(
       lists[outcome].push(selector);
     }
   }
-  return buildOutcomeContract(lists, toolError);
+  const failedIf = f.get('failed_if');
+  const unknownIf = f.get('unknown_if');
+  const errorCode = f.get('error_code');
+  return buildOutcomeContract(lists, toolError, {
+    failedIf: failedIf === undefined ? null : readAnswerConditions(r, failedIf),
+    unknownIf: unknownIf === undefined ? null : readAnswerConditions(r, unknownIf),
+    errorCode: errorCode === undefined ? null : readJsonPath(r, errorCode),
+  });
 }
 
 export function readResponse(r: PolicyReader, slot: Slot | undefined): ResponseConfig {

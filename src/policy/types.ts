@@ -69,6 +69,29 @@ export interface ToolMatcher {
   readonly graphqlMutation?: string | null;
 }
 
+/**
+ * One condition on a destination's JSON answer (`outcome.failed_if`, `outcome.unknown_if`): a
+ * JSONPath and what one of the values it selects must be.
+ */
+export interface AnswerCondition {
+  readonly path: CompiledPath;
+  /** `equals`: the same JSON value, type included (`false` is not `"false"`); `non_empty`: not null, "", [] or {}. */
+  readonly test:
+    | { readonly kind: 'equals'; readonly value: string | number | boolean | null }
+    | { readonly kind: 'non_empty' };
+  /** `$.ok == false`, `$.job non_empty`: what the trail records as the rule that decided. */
+  readonly text: string;
+}
+
+/** The conditions of one list (answer-conditions.ts); any one that holds decides. Frozen. */
+export interface AnswerConditions {
+  readonly conditions: readonly AnswerCondition[];
+  /** The text of the first condition that holds for `answer` (a parsed JSON body), or `null`. */
+  match(answer: unknown): string | null;
+  /** All conditions, for logs and `policies` output: `$.ok == false or $.error non_empty`. */
+  explain(): string;
+}
+
 /** A status selector from `outcome`: a class like `2xx` or an exact code like `409`. */
 export type StatusSelector =
   | { readonly kind: 'class'; readonly hundreds: number }
@@ -85,6 +108,15 @@ export interface OutcomeContract {
    * means for the operation, `outcome.tool_error` (JSON-RPC tools only); default `failed`.
    */
   readonly toolError: OutcomeClass;
+  /**
+   * `outcome.failed_if`: conditions on the JSON answer that make a response the status calls
+   * succeeded a failure (Slack's `{"ok": false}` in a 200); `null` when the policy names none.
+   */
+  readonly failedIf: AnswerConditions | null;
+  /** `outcome.unknown_if`: the same, making it unknown; checked before `failedIf`. */
+  readonly unknownIf: AnswerConditions | null;
+  /** `outcome.error_code`: JSONPath to the destination's error code in its answer, or `null`. */
+  readonly errorCode: CompiledPath | null;
   /**
    * Classifies a response status by the tool's contract: exact codes win over classes, then
    * succeeded, failed, unknown in that order; a status the contract does not name is `unknown`

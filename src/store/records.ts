@@ -63,6 +63,8 @@ export function toAttempt(row: Selectable<AttemptsTable>): AttemptRecord {
     replayed: row.replayed,
     durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
     error: row.error,
+    outcomeRule: row.outcome_rule ?? null,
+    errorCode: row.error_code ?? null,
     startedAt: iso(row.started_at),
     finishedAt: isoOrNull(row.finished_at),
     recoveredAt: isoOrNull(row.recovered_at),

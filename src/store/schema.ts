@@ -96,6 +96,9 @@ export interface AttemptsTable {
   replayed: boolean | null;
   duration_ms: number | null;
   error: string | null;
+  /** Migration 0012: the rule that decided the outcome, and the destination's error code. */
+  outcome_rule: string | null;
+  error_code: string | null;
   started_at: Timestamp;
   finished_at: ColumnType<Date | null, never, never>;
 }

@@ -324,6 +324,13 @@ export interface OutcomeInput {
   readonly durationMs: number;
   /** Short error text for failures without a response; never a secret. */
   readonly error: string | null;
+  /**
+   * Which rule of the tool's outcome contract decided the state (`status 201`,
+   * `failed_if $.ok == false`, `jsonrpc error`, `mcp isError`); absent: not recorded.
+   */
+  readonly outcomeRule?: string | null;
+  /** The destination's error code read with `outcome.error_code` (an identifier, never its message). */
+  readonly errorCode?: string | null;
 }
 
 export interface AttemptRecord {
@@ -348,6 +355,10 @@ export interface AttemptRecord {
   readonly replayed: boolean | null;
   readonly durationMs: number | null;
   readonly error: string | null;
+  /** Which rule decided the outcome (`status 201`, `failed_if $.ok == false`); `null` before one, or when none was recorded. */
+  readonly outcomeRule: string | null;
+  /** The destination's error code (`outcome.error_code`), or `null`. */
+  readonly errorCode: string | null;
   readonly startedAt: string;
   readonly finishedAt: string | null;
   /** Set when crash recovery marked this attempt `sent_no_response` (the gate died mid-dispatch). */

@@ -109,6 +109,9 @@ begin
     replayed = (p ->> 'replayed')::boolean,
     duration_ms = (p ->> 'durationMs')::double precision,
     error = p ->> 'error',
+    -- Which rule decided, and the destination's error code (migration 0012).
+    outcome_rule = p ->> 'outcomeRule',
+    error_code = p ->> 'errorCode',
     finished_at = now()
   where id = v_attempt_id and operation_id = v_op_id
     and (dispatch_state is null or (recovered_at is not null and finished_at is null))

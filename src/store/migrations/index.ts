@@ -10,6 +10,7 @@ import { migration0008 } from './0008-session-grants/index.js';
 import { migration0009 } from './0009-run-halts/index.js';
 import { migration0010 } from './0010-shadow-mode/index.js';
 import { migration0011 } from './0011-approval-fingerprints/index.js';
+import { migration0012 } from './0012-answer-outcomes/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -32,6 +33,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0009-run-halts': migration0009,
   '0010-shadow-mode': migration0010,
   '0011-approval-fingerprints': migration0011,
+  '0012-answer-outcomes': migration0012,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -40,6 +40,8 @@ describe('jsonRpcOutcome', () => {
       operationState: 'succeeded',
       destinationRef: 'https://t/1',
       note: null,
+      rule: 'jsonrpc result',
+      errorCode: null,
     });
   });
 
@@ -49,6 +51,8 @@ describe('jsonRpcOutcome', () => {
       operationState: 'failed',
       destinationRef: null,
       note: 'JSON-RPC error -32602',
+      rule: 'jsonrpc error',
+      errorCode: null,
     });
   });
 
