@@ -77,10 +77,12 @@ for (const target of storeTargets()) {
       expect(first.headers['effectgate-verdict']).toBe('allow');
       expect(first.json).toMatchObject({ ok: true });
       const repeat = await post('agent-3', 'C2', 'Nightly backup done');
-      expect(repeat.status).toBe(409);
+      // The gate's own answer, in Slack's dialect (200 ok: false), naming the earlier post.
+      expect(repeat.headers['effectgate-verdict']).toBe('duplicate');
       expect(repeat.json).toMatchObject({
-        verdict: 'duplicate',
-        operation_id: first.headers['effectgate-operation'],
+        ok: false,
+        error: 'effectgate_duplicate',
+        effectgate: { verdict: 'duplicate', operation_id: first.headers['effectgate-operation'] },
       });
       expect(slack.ledger.filter((m) => m.channel === 'C2')).toHaveLength(1);
     });
@@ -107,8 +109,12 @@ for (const target of storeTargets()) {
         slack.invite('C3');
         const posted = await client.chat.postMessage(message);
         expect(posted).toMatchObject({ ok: true, channel: 'C3' });
-        // The same message again: the gate answers 409 itself; the client reports an HTTP error.
-        await expect(client.chat.postMessage(message)).rejects.toMatchObject({ code: ErrorCode.HTTPError });
+        // The same message again: the gate answers itself, in Slack's dialect, which the client
+        // raises as a platform error without retrying.
+        await expect(client.chat.postMessage(message)).rejects.toMatchObject({
+          code: ErrorCode.PlatformError,
+          data: { ok: false, error: 'effectgate_duplicate' },
+        });
         expect(slack.ledger.filter((m) => m.channel === 'C3').map((m) => m.text)).toEqual([
           'Rotate the signing key',
         ]);

@@ -89,9 +89,14 @@ for (const target of storeTargets()) {
       expect(await keyState(corrected.operation!)).toBe('confirmed');
       expect(slack.ledger.map((m) => m.text)).toEqual(['Deploy of api v42 failed']);
 
-      // Posted now: the same post again is a duplicate of it and never reaches Slack.
+      // Posted now: the same post again is a duplicate of it and never reaches Slack (the gate
+      // answers in Slack's own dialect, 200 ok: false).
       const again = await post('run-2', 'C1', 'Deploy of api v42 failed');
-      expect(again).toMatchObject({ status: 409, verdict: 'duplicate' });
+      expect(again).toMatchObject({
+        status: 200,
+        verdict: 'duplicate',
+        body: { ok: false, error: 'effectgate_duplicate' },
+      });
       expect(slack.ledger).toHaveLength(1);
     });
 
@@ -102,7 +107,10 @@ for (const target of storeTargets()) {
       const op = await store.getOperation(first.operation!);
       expect(op?.attempts[0]).toMatchObject({ outcomeRule: 'status 200', errorCode: null });
       const repeat = await post('run-4', 'C2', 'Nightly backup done');
-      expect(repeat).toMatchObject({ status: 409, verdict: 'duplicate' });
+      expect(repeat).toMatchObject({
+        verdict: 'duplicate',
+        body: { ok: false, error: 'effectgate_duplicate' },
+      });
       expect(slack.ledger.filter((m) => m.channel === 'C2')).toHaveLength(1);
     });
   });
