@@ -13,6 +13,8 @@ import {
   PROXY_SETTINGS,
   parseListen,
   parsePortList,
+  parseResolveEntries,
+  type ResolveEntry,
   settingsUsage,
 } from '../config/index.js';
 import { defaultInstanceId } from '../engine/index.js';
@@ -69,6 +71,10 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     values['allow-connect-ports'] === undefined
       ? [443, 80]
       : [443, 80, ...parsePortList(where('allow-connect-ports'), values['allow-connect-ports'])];
+  const resolve =
+    values.resolve === undefined
+      ? undefined
+      : resolveTable(parseResolveEntries(where('resolve'), values.resolve));
   // Loaded before anything is opened, so a missing CA or trust file fails the start cleanly.
   const ca = values['ca-dir'] === undefined ? undefined : await CertificateAuthority.load(values['ca-dir']);
   const upstreamCa =
@@ -166,6 +172,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     admin,
     adminToken,
     allowConnectPorts,
+    ...(resolve === undefined ? {} : { resolve }),
     limits,
     heartbeatMs,
     runIdleMs,
@@ -234,6 +241,11 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     `effectgate proxy stopped (${report.unwrittenOutcomes} outcome(s) not written${report.unwrittenOutcomes > 0 ? ': recovered as unknown on the next start of this instance' : ''})\n`,
   );
   return 0;
+}
+
+/** `--resolve` entries as the proxy looks them up: `host:port` → where it is dialled. */
+function resolveTable(entries: readonly ResolveEntry[]): ReadonlyMap<string, { host: string; port: number }> {
+  return new Map(entries.map((e) => [`${e.host}:${e.port}`, { host: e.address, port: e.addressPort }]));
 }
 
 function positiveDuration(flag: string, text: string): number {

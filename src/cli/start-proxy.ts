@@ -14,6 +14,7 @@ import {
   createProxyServer,
   type ProxyLimits,
   type ProxyServer,
+  type ProxyServerOptions,
 } from '../proxy/index.js';
 import {
   embeddedStoreDir,
@@ -42,6 +43,8 @@ export interface ProxySetup {
   readonly admin: Listen | null;
   readonly adminToken: string | null;
   readonly allowConnectPorts: readonly number[];
+  /** `--resolve`: where a `host:port` is dialled instead (`ProxyServerOptions.resolve`). */
+  readonly resolve?: ProxyServerOptions['resolve'];
   /** Only the limits given; the rest keep DEFAULT_PROXY_LIMITS (src/proxy/proxy-limits.ts). */
   readonly limits: Partial<ProxyLimits>;
   readonly heartbeatMs: number;
@@ -127,6 +130,7 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
       gate,
       egress: policies.egress,
       allowConnectPorts: setup.allowConnectPorts,
+      ...(setup.resolve === undefined ? {} : { resolve: setup.resolve }),
       limits: setup.limits,
       logger,
       ...(setup.agents === undefined ? {} : { agents: setup.agents }),

@@ -84,7 +84,10 @@ export function parseConfigFile(file: string, text: string, table: SettingTable)
     return fail();
   }
   const dir = dirname(resolve(file));
-  const known = Object.keys(table).filter((name) => table[name]?.only === undefined);
+  const known = Object.keys(table).filter((name) => {
+    const spec = table[name];
+    return spec !== undefined && (spec.only === undefined || spec.only === 'not-env');
+  });
   for (const pair of root.items) {
     const keyNode = pair.key as Node;
     const name = isScalar(keyNode) ? String(keyNode.value) : String(keyNode);

@@ -4,6 +4,7 @@ export * from './gate-config.js';
 export * from './mask-secret.js';
 export * from './print-settings.js';
 export * from './proxy-settings.js';
+export * from './resolve-entries.js';
 export * from './resolve-settings.js';
 export * from './safe-yaml.js';
 export * from './suggest-field.js';

@@ -21,8 +21,10 @@ export interface SettingSpec {
    * `env`: an inline secret, read only from the environment: a flag would show it in `ps` and
    * shell history, a config file gets committed and copied into images and ConfigMaps.
    * `not-file`: flag and environment only (`--config` itself).
+   * `not-env`: flag and config file only, never an inherited environment variable (`resolve`: a
+   * variable left in an image would quietly send a real API's traffic elsewhere).
    */
-  readonly only?: 'env' | 'not-file';
+  readonly only?: 'env' | 'not-file' | 'not-env';
   /** Masked by `--print-config`: `true` entirely, `url` only the password of a URL. */
   readonly secret?: true | 'url';
   /**
@@ -32,6 +34,8 @@ export interface SettingSpec {
   readonly path?: true | 'store';
   /** A comma-separated list, which a config file may also write as a YAML list. */
   readonly list?: true;
+  /** A list whose flag may also be repeated (`--resolve a --resolve b`): the values are joined. */
+  readonly repeat?: true;
   /** The inline secret this `*-file` setting is the other way to give (at most one is used). */
   readonly inline?: string;
 }
@@ -58,6 +62,13 @@ export const PROXY_SETTINGS = {
   'no-migrate': { type: 'boolean', default: false },
   'max-body-bytes': { type: 'string', otherwise: String(1024 * 1024) },
   'allow-connect-ports': { type: 'string', list: true, otherwise: 'none beyond 443,80' },
+  resolve: {
+    type: 'string',
+    list: true,
+    repeat: true,
+    only: 'not-env',
+    otherwise: 'none: every host dialled where its name resolves',
+  },
   'run-id': { type: 'string', otherwise: 'a new id per start' },
   'run-idle': { type: 'string', default: '15m' },
   'ca-dir': { type: 'string', path: true, otherwise: 'none: TLS to a governed host is refused' },
@@ -102,13 +113,18 @@ export function envName(name: string, spec: SettingSpec): string {
 export function flagTable<T extends SettingTable>(
   table: T,
 ): {
-  readonly [K in keyof T as T[K] extends { readonly only: 'env' } ? never : K]: {
-    readonly type: T[K]['type'];
-  };
+  readonly [K in keyof T as T[K] extends { readonly only: 'env' } ? never : K]: T[K] extends {
+    readonly repeat: true;
+  }
+    ? { readonly type: T[K]['type']; readonly multiple: true }
+    : { readonly type: T[K]['type'] };
 } {
   const flags = Object.entries(table)
     .filter(([, spec]) => spec.only !== 'env')
-    .map(([name, spec]) => [name, Object.freeze({ type: spec.type })]);
+    .map(([name, spec]) => [
+      name,
+      Object.freeze(spec.repeat === true ? { type: spec.type, multiple: true } : { type: spec.type }),
+    ]);
   return Object.freeze(Object.fromEntries(flags)) as never;
 }
 
@@ -129,7 +145,7 @@ export function settingsUsage(table: SettingTable): string[] {
     return {
       spec,
       head,
-      tail: `${spec.only === 'env' ? '' : `[env ${envName(name, spec)}] `}(default ${fallback})`,
+      tail: `${spec.only === 'env' || spec.only === 'not-env' ? '' : `[env ${envName(name, spec)}] `}${spec.repeat === true ? '(repeatable) ' : ''}(default ${fallback})`,
     };
   });
   const width = Math.min(34, Math.max(...rows.map((r) => r.head.length)));

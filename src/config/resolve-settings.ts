@@ -40,7 +40,8 @@ export interface ResolvedSettings<V> {
 
 /** The inputs of one resolution: parsed flags, the environment, the config file. */
 export interface SettingInputs {
-  readonly flags: Readonly<Record<string, string | boolean | undefined>>;
+  /** A repeatable flag (`repeat`) comes as the list of its values. */
+  readonly flags: Readonly<Record<string, string | boolean | readonly string[] | undefined>>;
   readonly env: NodeJS.ProcessEnv;
   readonly file: ConfigFile | null;
 }
@@ -110,26 +111,32 @@ export async function loadProxySettings(
 function resolveOne(name: string, spec: SettingSpec, inputs: SettingInputs): ResolvedSetting {
   const found = (value: string | boolean | undefined, source: SettingSource): ResolvedSetting =>
     Object.freeze({ name, spec, value, source: Object.freeze(source) });
-  const flag = spec.only === 'env' ? undefined : inputs.flags[name];
-  if (flag !== undefined) return found(flag, { kind: 'flag' });
+  const given = spec.only === 'env' ? undefined : inputs.flags[name];
+  const flag = Array.isArray(given) ? (given.length === 0 ? undefined : given.join(',')) : given;
+  if (flag !== undefined) return found(flag as string | boolean, { kind: 'flag' });
   const variable = envName(name, spec);
-  const text = inputs.env[variable];
+  const text = spec.only === 'not-env' ? undefined : inputs.env[variable];
   if (text !== undefined && text !== '') {
     return found(spec.type === 'boolean' ? envBoolean(variable, text) : text, {
       kind: 'env',
       name: variable,
     });
   }
-  const given = spec.only === undefined ? inputs.file?.values.get(name) : undefined;
-  if (given !== undefined && inputs.file !== null) {
-    return found(given.value, {
+  const fromFile = fileReadable(spec) ? inputs.file?.values.get(name) : undefined;
+  if (fromFile !== undefined && inputs.file !== null) {
+    return found(fromFile.value, {
       kind: 'file',
       file: inputs.file.file,
-      line: given.line,
-      column: given.column,
+      line: fromFile.line,
+      column: fromFile.column,
     });
   }
   return found(spec.default ?? (spec.type === 'boolean' ? false : undefined), { kind: 'default' });
+}
+
+/** Whether a config file may give this setting. */
+function fileReadable(spec: SettingSpec): boolean {
+  return spec.only === undefined || spec.only === 'not-env';
 }
 
 function envBoolean(variable: string, text: string): boolean {

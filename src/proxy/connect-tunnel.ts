@@ -238,15 +238,17 @@ export class ConnectTunnel {
     const { authority } = routing;
     // An IP literal is never looked up: checked here, before a socket exists; a name is checked
     // in the socket's own lookup, on the addresses it connects to.
-    const refused = this.#guard?.refuseLiteral(authority.host, authority.port) ?? null;
+    // `--resolve` may send the authority elsewhere: that address is the one checked and dialled.
+    const dial = this.#guard?.dialTarget(authority.host, authority.port) ?? authority;
+    const refused = this.#guard?.refuseLiteral(dial.host, dial.port) ?? null;
     if (refused !== null) {
       refuse(client, destinationRefusedResponse(refused.reason));
       return;
     }
     const upstream: Socket = connect({
-      host: authority.host,
-      port: authority.port,
-      ...(this.#guard === undefined ? {} : { lookup: this.#guard.lookup(authority.port) }),
+      host: dial.host,
+      port: dial.port,
+      ...(this.#guard === undefined ? {} : { lookup: this.#guard.lookup(dial.port) }),
     });
     let state: TunnelState = 'connecting';
     upstream.setTimeout(this.#connectTimeoutMs, () => {

@@ -28,8 +28,20 @@ export class DestinationRefusedError extends Error {
   }
 }
 
+/** Where the gate dials a `host:port` (`--resolve`): an address literal and its port. */
+export interface DialTarget {
+  readonly host: string;
+  readonly port: number;
+}
+
 export interface DestinationGuardOptions {
   readonly egress?: EgressPolicy | undefined;
+  /**
+   * `--resolve`: `host:port` (canonical host) → where it is dialled instead. The egress policy is
+   * checked on that address; everything else (routing, `Host`, the TLS name, the trail) keeps the
+   * host.
+   */
+  readonly resolve?: ReadonlyMap<string, DialTarget> | undefined;
   readonly listeners: GateListeners;
   readonly counters: ProxyCounters;
   readonly logger?: GateLogger | undefined;
@@ -40,6 +52,7 @@ export class DestinationGuard {
   readonly #listeners: GateListeners;
   readonly #counters: ProxyCounters;
   readonly #logger: GateLogger | undefined;
+  readonly #resolve: ReadonlyMap<string, DialTarget>;
   readonly #isGate = (address: string, port: number): boolean => this.#listeners.has(address, port);
 
   constructor(options: DestinationGuardOptions) {
@@ -47,6 +60,16 @@ export class DestinationGuard {
     this.#listeners = options.listeners;
     this.#counters = options.counters;
     this.#logger = options.logger;
+    this.#resolve = options.resolve ?? new Map();
+  }
+
+  /**
+   * Where `host:port` is dialled: the `--resolve` entry for it, else itself. Every dial point asks
+   * this first, then checks what it returns (`refuseLiteral`, `lookup`).
+   */
+  dialTarget(host: string, port: number): DialTarget {
+    if (this.#resolve.size === 0) return { host, port };
+    return this.#resolve.get(`${canonicalHost(host)}:${port}`) ?? { host, port };
   }
 
   /**

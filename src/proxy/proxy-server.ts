@@ -17,7 +17,7 @@ import type { CertificateAuthority } from './certificate-authority.js';
 import { ConnectTunnel, DEFAULT_CONNECT_PORTS } from './connect-tunnel.js';
 import { ConnectionAdmission } from './connection-admission.js';
 import { readDescriptorLimit } from './descriptor-limit.js';
-import { DestinationGuard } from './destination-guard.js';
+import { DestinationGuard, type DialTarget } from './destination-guard.js';
 import { ForwardHandler } from './forward-handler.js';
 import { GateListeners, type ListenerAddress } from './gate-listeners.js';
 import { ProxyAuthenticator } from './proxy-auth.js';
@@ -33,6 +33,11 @@ export interface ProxyServerOptions {
   readonly upstream?: UpstreamClientOptions;
   /** Ports CONNECT may reach. Default `[443, 80]`. */
   readonly allowConnectPorts?: readonly number[];
+  /**
+   * `--resolve`: `host:port` (canonical host) → the address and port dialled instead, by every dial
+   * point (requests, tunnels, upgrades). Absent: every host is dialled where its name resolves.
+   */
+  readonly resolve?: ReadonlyMap<string, DialTarget>;
   /**
    * Timeouts and connection caps; each absent one is `DEFAULT_PROXY_LIMITS`'s. The caps are then
    * fitted under `descriptorLimit` (`resolveLimits`).
@@ -92,6 +97,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const listeners = new GateListeners();
   const guard = new DestinationGuard({
     egress: options.egress ?? policiesOf(gate)?.egress,
+    resolve: options.resolve,
     listeners,
     counters,
     logger: options.logger,

@@ -117,21 +117,32 @@ export class UpgradeTunnel {
     // Forward the normalized end-to-end headers plus the upgrade request itself (RFC 9110 §7.8):
     // hop-by-hop, Proxy-* and Effectgate-* fields are already gone.
     const headers: IncomingHttpHeaders = { ...gateHead.headers, connection: 'Upgrade', upgrade: protocol };
+    // `--resolve` may send the host elsewhere: dialled and checked there, while the `Host` header
+    // (and with it the TLS name node's https agent sends and verifies) keeps the host's.
+    const dial = this.#guard?.dialTarget(gateHead.host, gateHead.port) ?? gateHead;
+    const redirected = dial.host !== gateHead.host || dial.port !== gateHead.port;
+    if (redirected) {
+      const defaultPort = gateHead.scheme === 'https' ? 443 : 80;
+      headers.host =
+        gateHead.port === defaultPort
+          ? formatAuthority(gateHead.host, gateHead.port).replace(/:\d+$/, '')
+          : formatAuthority(gateHead.host, gateHead.port);
+    }
     req.headers = headers;
     req.url = pathAndQuery;
-    const target = `${gateHead.scheme}://${formatAuthority(gateHead.host, gateHead.port)}`;
+    const target = `${gateHead.scheme}://${formatAuthority(dial.host, dial.port)}`;
     const tls =
       gateHead.scheme === 'https'
         ? { secure: true, ...(this.#ca === undefined ? {} : { ca: this.#ca }) }
         : {};
     // The egress policy, as for every request and tunnel: an address literal is checked now, a
     // name in the connection's own lookup (no window between check and connect).
-    const refused = this.#guard?.refuseLiteral(gateHead.host, gateHead.port) ?? null;
+    const refused = this.#guard?.refuseLiteral(dial.host, dial.port) ?? null;
     if (refused !== null) {
       writeRawResponse(socket, destinationRefusedResponse(refused.reason));
       return;
     }
-    const lookup = this.#guard?.lookup(gateHead.port);
+    const lookup = this.#guard?.lookup(dial.port);
     const agent =
       lookup === undefined
         ? undefined
@@ -142,7 +153,13 @@ export class UpgradeTunnel {
       req,
       socket,
       head,
-      { target, ...tls, ...(agent === undefined ? {} : { agent }) },
+      // `changeOrigin` (the proxy's default) would name the dialled address in `Host`.
+      {
+        target,
+        ...tls,
+        ...(agent === undefined ? {} : { agent }),
+        ...(redirected ? { changeOrigin: false } : {}),
+      },
       (err: Error) => {
         // Before the 101 went out the client can still be told; after, cutting is all that is left.
         if (

@@ -7,6 +7,7 @@
  * - `stream()` is the ungoverned path: bytes flow both ways without being buffered.
  */
 import type { ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import { rootCertificates } from 'node:tls';
 import { Agent, buildConnector } from 'undici';
@@ -172,7 +173,9 @@ class UndiciUpstreamClient implements UpstreamClient {
 
 /**
  * undici's own connector, with the egress check: an IP literal before the socket exists, a name
- * in the socket's `lookup` (one connector per port, as `lookup` is not told the port).
+ * in the socket's `lookup` (one connector per port, as `lookup` is not told the port). A host
+ * `--resolve` sends elsewhere is dialled there, checked there, and still named in TLS (SNI and the
+ * certificate check); the pool, the `Host` header and everything recorded keep its name.
  */
 function guardedConnector(
   options: buildConnector.BuildOptions,
@@ -181,17 +184,35 @@ function guardedConnector(
   const byPort = new Map<number, buildConnector.connector>();
   return (opts, callback) => {
     const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
-    const refused = guard.refuseLiteral(opts.hostname, port);
+    const dial = guard.dialTarget(opts.hostname, port);
+    const refused = guard.refuseLiteral(dial.host, dial.port);
     if (refused !== null) {
       callback(refused, null);
       return;
     }
-    let connector = byPort.get(port);
+    let connector = byPort.get(dial.port);
     if (connector === undefined) {
-      connector = buildConnector({ ...options, lookup: guard.lookup(port) } as buildConnector.BuildOptions);
-      byPort.set(port, connector);
+      connector = buildConnector({
+        ...options,
+        lookup: guard.lookup(dial.port),
+      } as buildConnector.BuildOptions);
+      byPort.set(dial.port, connector);
     }
-    connector(opts, callback);
+    if (dial.host === opts.hostname && dial.port === port) {
+      connector(opts, callback);
+      return;
+    }
+    const servername = opts.servername ?? (isIP(opts.hostname) === 0 ? opts.hostname : undefined);
+    connector(
+      {
+        ...opts,
+        hostname: dial.host,
+        host: formatAuthority(dial.host, dial.port),
+        port: String(dial.port),
+        ...(servername === undefined || servername === null ? {} : { servername }),
+      },
+      callback,
+    );
   };
 }
 

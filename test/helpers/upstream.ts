@@ -129,11 +129,19 @@ export interface SelfSignedCert {
   readonly cert: string;
 }
 
-let cachedCert: SelfSignedCert | undefined;
+const cachedCerts = new Map<string, SelfSignedCert>();
 
-/** A self-signed certificate for `localhost`, `127.0.0.1` and `127.0.0.2`, made once per process with openssl. */
-export function selfSignedCert(): SelfSignedCert {
-  if (cachedCert !== undefined) return cachedCert;
+/**
+ * A self-signed certificate for `localhost`, `127.0.0.1` and `127.0.0.2` (or for the DNS names
+ * given: a stand-in for a real API, `api.github.com`), made once per process and names with openssl.
+ */
+export function selfSignedCert(names?: readonly string[]): SelfSignedCert {
+  const san =
+    names === undefined
+      ? 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2'
+      : `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`;
+  const cached = cachedCerts.get(san);
+  if (cached !== undefined) return cached;
   const dir = mkdtempSync(join(tmpdir(), 'effectgate-cert-'));
   try {
     const key = join(dir, 'key.pem');
@@ -142,14 +150,15 @@ export function selfSignedCert(): SelfSignedCert {
       'openssl',
       ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2'].concat([
         '-subj',
-        '/CN=localhost',
+        `/CN=${names?.[0] ?? 'localhost'}`,
         '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2',
+        san,
       ]),
       { stdio: 'ignore' },
     );
-    cachedCert = { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
-    return cachedCert;
+    const made = { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
+    cachedCerts.set(san, made);
+    return made;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
