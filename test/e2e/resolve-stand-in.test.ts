@@ -3,7 +3,7 @@
  * `--resolve api.github.com:443=127.0.0.1:<port>` sending api.github.com to a local TLS stand-in
  * (an issue tracker with its own certificate for api.github.com, trusted with `--upstream-ca`). A
  * client through the proxy, trusting the gate's CA, creates an issue on https://api.github.com:
- * governed by github.create_issue (201, then a duplicate), the stand-in's ledger holds one issue,
+ * governed by github.create_issue (201, then a duplicate in GitHub's dialect), the stand-in's ledger holds one issue,
  * and the trail names api.github.com, not the address dialled. On PGlite always, on PostgreSQL
  * when DATABASE_URL is set.
  */
@@ -80,8 +80,13 @@ for (const target of storeTargets()) {
       expect(first.headers['effectgate-verdict']).toBe('allow');
       const operation = first.headers['effectgate-operation'] as string;
       const second = await createIssue('Disk full on db-1');
-      expect(second.status).toBe(409);
-      expect(second.json).toMatchObject({ verdict: 'duplicate', tool: 'github.create_issue' });
+      // In GitHub's own dialect, as the shipped github.yaml asks (verdict.protocol: github).
+      expect(second.status).toBe(422);
+      expect(second.headers['effectgate-verdict']).toBe('duplicate');
+      expect(second.json).toMatchObject({
+        documentation_url: 'urn:effectgate:verdict:duplicate',
+        effectgate: { verdict: 'duplicate', tool: 'github.create_issue', operation_id: operation },
+      });
 
       expect(tracker.issues(COLLECTION)).toHaveLength(1);
       const [post] = tracker.posts(COLLECTION);
