@@ -6,7 +6,10 @@
  * reads), against loopback stand-ins of their APIs that keep a ledger (helpers/issue-tracker.ts).
  *
  * For every client: the first call is sent once; the same call again is a duplicate the library
- * surfaces with the gate's reason; the trail and the stand-in's ledger agree. Then the stand-in
+ * surfaces with the gate's reason (GitHub's and Stripe's tools answer in their API's own error
+ * dialect, as the shipped policies do, so PyGithub and stripe-python raise their usual exception
+ * and stripe-python, which repeats a 409 on its own, repeats nothing); the trail and the
+ * stand-in's ledger agree. Then the stand-in
  * performs the effect and cuts the socket while the library retries on its own: the effect is
  * never performed twice, and the retry is what the tool's unknown rule says (docs/design.md §3
  * "Unknown is dangerous"): GitHub's looked up first (a duplicate), Stripe's sent again with the
@@ -111,71 +114,80 @@ for (const target of storeTargets()) {
     };
     const of = (report: TrailReport, type: string) => report.trail.timeline.filter((e) => e.type === type);
 
+    /** What one client's duplicate looks like: the stand-in's collection and the trail's key. */
+    interface Case {
+      readonly collection: string;
+      readonly title: string;
+      readonly tool: string;
+      readonly key: readonly string[];
+      /** The duplicate's status in the tool's dialect, and the exception the library raised. */
+      readonly status: number;
+      readonly error: string;
+    }
+
     /** First call allowed and sent once; the second a duplicate the library surfaced; trail = ledger. */
     async function expectOnceThenDuplicate(
       t: Transport,
       calls: readonly ClientCall[],
-      collection: string,
-      title: string,
-      tool: string,
-      key: readonly string[],
+      c: Case,
     ): Promise<void> {
       expect(calls).toHaveLength(2);
       const [first, second] = calls as [ClientCall, ClientCall];
       expect(first).toMatchObject({ error: null, verdict: 'allow' });
-      expect(second).toMatchObject({ status: 409, verdict: 'duplicate' });
-      expect(second.error).not.toBeNull();
+      expect(second).toMatchObject({ status: c.status, verdict: 'duplicate', error: c.error });
       // The gate's reason, in what the library itself shows its user.
-      expect(second.surfaced).toContain('already');
+      expect(second.surfaced).toContain('already carried out');
       expect(second.surfaced).toContain(first.operation);
-      const ledger = trackers[t].issues(collection).filter((i) => i.title === title);
+      const ledger = trackers[t].issues(c.collection).filter((i) => i.title === c.title);
       expect(ledger).toHaveLength(1);
       expect(first.body?.['html_url']).toBe(ledger[0]!.html_url);
-      const report = await trailOf(tool, key);
+      const report = await trailOf(c.tool, c.key);
       expect(report.operation).toMatchObject({ id: first.operation, state: 'succeeded' });
       expect(of(report, 'attempt')).toHaveLength(1);
+      // Exactly two proposals: the library repeated neither answer on its own.
       expect(of(report, 'decision').map((d) => d.verdict)).toEqual(['allow', 'duplicate']);
     }
 
     for (const t of TRANSPORTS) {
+      const ledgerCase = (title: string, error: string): Case => ({
+        collection: '/ledger/books/entries',
+        title,
+        tool: 'ledger.create_entry',
+        key: ['books', title],
+        status: 409,
+        error,
+      });
+
       clientIt(
         'requests',
         `requests (${t}): once, then a duplicate it surfaces; trail = ledger`,
         async () => {
           const title = `requests twice ${t}`;
-          const calls = await runPythonClient(
-            'requests_client.py',
-            [`${base(t)}/ledger/books/entries`, title, 'twice'],
-            env(),
-          );
-          await expectOnceThenDuplicate(t, calls, '/ledger/books/entries', title, 'ledger.create_entry', [
-            'books',
-            title,
-          ]);
+          const url = `${base(t)}/ledger/books/entries`;
+          const calls = await runPythonClient('requests_client.py', [url, title, 'twice'], env());
+          await expectOnceThenDuplicate(t, calls, ledgerCase(title, 'HTTPError'));
         },
       );
 
       clientIt('httpx', `httpx (${t}): once, then a duplicate it surfaces; trail = ledger`, async () => {
         const title = `httpx twice ${t}`;
-        const calls = await runPythonClient(
-          'httpx_client.py',
-          [`${base(t)}/ledger/books/entries`, title],
-          env(),
-        );
-        await expectOnceThenDuplicate(t, calls, '/ledger/books/entries', title, 'ledger.create_entry', [
-          'books',
-          title,
-        ]);
+        const url = `${base(t)}/ledger/books/entries`;
+        const calls = await runPythonClient('httpx_client.py', [url, title], env());
+        await expectOnceThenDuplicate(t, calls, ledgerCase(title, 'HTTPStatusError'));
       });
 
       clientIt('github', `PyGithub (${t}): once, then a duplicate it surfaces; trail = ledger`, async () => {
         const title = `PyGithub twice ${t}`;
         const calls = await runPythonClient('github_client.py', [base(t), 'acme/api', title, 'twice'], env());
-        await expectOnceThenDuplicate(t, calls, '/repos/acme/api/issues', title, 'github.create_issue', [
-          'acme',
-          'api',
+        // GitHub's dialect: 422 with the reason as `message`, which PyGithub prints.
+        await expectOnceThenDuplicate(t, calls, {
+          collection: '/repos/acme/api/issues',
           title,
-        ]);
+          tool: 'github.create_issue',
+          key: ['acme', 'api', title],
+          status: 422,
+          error: 'GithubException',
+        });
       });
 
       clientIt(
@@ -184,12 +196,16 @@ for (const target of storeTargets()) {
         async () => {
           const order = `stripe twice ${t}`;
           const calls = await runPythonClient('stripe_client.py', [base(t), caPem, order, 'twice'], env());
-          await expectOnceThenDuplicate(t, calls, PAYMENT_INTENTS, order, 'stripe.create_payment_intent', [
-            'cus_agent',
-            '500',
-            'usd',
-            order,
-          ]);
+          // Stripe's dialect: 400 idempotency_error with Stripe-Should-Retry: false, so the library
+          // (retrying 409s and 5xx on its own) raises its IdempotencyError and repeats nothing.
+          await expectOnceThenDuplicate(t, calls, {
+            collection: PAYMENT_INTENTS,
+            title: order,
+            tool: 'stripe.create_payment_intent',
+            key: ['cus_agent', '500', 'usd', order],
+            status: 400,
+            error: 'IdempotencyError',
+          });
         },
       );
 
@@ -234,7 +250,7 @@ for (const target of storeTargets()) {
           // PyGithub's retry of the gate's 502 is looked up on the stand-in, found there, and
           // answered as a duplicate of the issue the lost attempt created.
           expect(calls).toHaveLength(1);
-          expect(calls[0]).toMatchObject({ status: 409, verdict: 'duplicate', error: 'GithubException' });
+          expect(calls[0]).toMatchObject({ status: 422, verdict: 'duplicate', error: 'GithubException' });
           expect(trackers[t].posts(collection)).toHaveLength(1);
           const ledger = trackers[t].issues(collection);
           expect(ledger).toHaveLength(1);
