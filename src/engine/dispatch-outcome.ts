@@ -5,6 +5,7 @@ import { answerOutcome } from './answer-outcome.js';
 import { contentTypeOf } from './argument-document.js';
 import { sha256Ref } from './canonical-json.js';
 import type { StreamSettlement } from './event-stream-watch.js';
+import { type GraphqlCall, graphqlOutcome } from './graphql-outcome.js';
 import { jsonRpcOutcome, jsonRpcResponseOutcome } from './jsonrpc-outcome.js';
 import { formatAuthority } from './normalize-head.js';
 import { extractDestinationRef, readReplayed } from './response-facts.js';
@@ -74,6 +75,7 @@ export function outcomeOf(
   keyHash: string | null,
   windowMs: number | null,
   durationMs: number,
+  graphql: GraphqlCall | null = null,
 ): OutcomeInput {
   const base = attemptOf(allow, keyHash, windowMs, durationMs);
   if (sent.kind === 'failure') {
@@ -108,6 +110,18 @@ export function outcomeOf(
       error: rpc.note,
       outcomeRule: rpc.rule,
       errorCode: rpc.errorCode,
+    };
+  }
+  if (graphql !== null) {
+    // A GraphQL server answers 200 for a mutation that did nothing: data and errors say (graphql-outcome.ts).
+    const gql = graphqlOutcome(tool, graphql, sent.status, sent.body);
+    return {
+      ...received,
+      operationState: gql.operationState,
+      destinationRef: gql.destinationRef,
+      error: gql.note,
+      outcomeRule: gql.rule,
+      errorCode: gql.errorCode,
     };
   }
   // The status by the tool's contract, then what the answer says (answer-outcome.ts).

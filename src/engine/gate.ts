@@ -588,7 +588,7 @@ export class Gate implements GateHandler {
       o.metrics.decision('allow', tool.id, performance.now() - started - upstreamMs);
       return { ...this.#relay(sent, facts), stream: watch.body };
     }
-    const outcome = outcomeOf(sent, tool, p.rpcId, result, keyHash, windowMs, roundMs(upstreamMs));
+    const outcome = outcomeOf(sent, tool, p.rpcId, result, keyHash, windowMs, roundMs(upstreamMs), p.graphql);
     // The effect may have happened: the agent gets the destination's answer now, whatever the
     // store says. An outcome the store cannot take yet stays in the outbox, retried while the gate
     // runs; until it lands the key stays pending, and if it never does, the reservation's expiry

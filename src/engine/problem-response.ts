@@ -180,6 +180,17 @@ export function renderStoreUnavailable(
     extra: { tool: tool.id },
     headers: { 'retry-after': '5' },
   });
+  if (tool.verdict.protocol === 'graphql') {
+    // As a GraphQL error, which a GraphQL client raises with this text (verdict-response.ts).
+    const data = JSON.parse(new TextDecoder().decode(response.body)) as Record<string, unknown>;
+    const { code, ...facts } = data;
+    const extensions = { code: 'EFFECTGATE_STORE_UNAVAILABLE', ...facts, error_code: code };
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/json', 'retry-after': '5', 'cache-control': 'no-store' },
+      body: encoder.encode(JSON.stringify({ errors: [{ message: detail, extensions }], data: null })),
+    };
+  }
   if (tool.verdict.protocol !== 'jsonrpc') return response;
   const data = JSON.parse(new TextDecoder().decode(response.body)) as unknown;
   return {

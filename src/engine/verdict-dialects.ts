@@ -159,6 +159,35 @@ const github: VerdictDialect = ({ facts, problem }) => {
   };
 };
 
+/**
+ * A GraphQL response (GraphQL spec §7.1): HTTP 200, `data: null` and one error whose `message` is
+ * the gate's `detail` and whose `extensions` carry the problem's members, `code`
+ * `EFFECTGATE_<VERDICT>` (`EFFECTGATE_UPSTREAM_FAILED` for a send without a usable answer; a gate
+ * error code the problem holds moves to `error_code`). Any GraphQL client raises its ordinary error
+ * with the gate's reason as its message (Linear's SDK a LinearError, Apollo an ApolloError), as for
+ * a mutation the server itself refused, and none repeats a 200 on its own.
+ */
+const graphql: VerdictDialect = ({ facts, problem }) => {
+  const { code, ...members } = problem;
+  return {
+    status: 200,
+    headers: { ...JSON_TYPE, ...retryAfter(facts) },
+    body: {
+      errors: [
+        {
+          message: facts.detail,
+          extensions: {
+            code: errorCode(facts).toUpperCase(),
+            ...members,
+            ...(code === undefined ? {} : { error_code: code }),
+          },
+        },
+      ],
+      data: null,
+    },
+  };
+};
+
 /** One row per `verdict.protocol` a policy may name. */
 export const VERDICT_DIALECTS: Readonly<Record<VerdictProtocol, VerdictDialect>> = {
   // RFC 9457 problem+json with the verdict's own status (docs/verdicts.md).
@@ -180,4 +209,5 @@ export const VERDICT_DIALECTS: Readonly<Record<VerdictProtocol, VerdictDialect>>
   stripe,
   slack,
   github,
+  graphql,
 };

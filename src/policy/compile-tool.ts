@@ -35,7 +35,7 @@ const EFFECTS: readonly Effect[] = [
   'destroy',
   'financial',
 ];
-const PROTOCOLS: readonly VerdictProtocol[] = ['http', 'jsonrpc', 'stripe', 'slack', 'github'];
+const PROTOCOLS: readonly VerdictProtocol[] = ['http', 'jsonrpc', 'stripe', 'slack', 'github', 'graphql'];
 const MODES: readonly ToolMode[] = ['enforce', 'shadow'];
 // Ids show up in the trail, in verdict bodies and in CLI arguments: keep them plain.
 const TOOL_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;

@@ -5,7 +5,7 @@
 
 export type Effect = 'read' | 'create' | 'set_state' | 'append' | 'notify' | 'destroy' | 'financial';
 /** How verdicts are spoken to the tool's clients (src/engine/verdict-dialects.ts). */
-export type VerdictProtocol = 'http' | 'jsonrpc' | 'stripe' | 'slack' | 'github';
+export type VerdictProtocol = 'http' | 'jsonrpc' | 'stripe' | 'slack' | 'github' | 'graphql';
 /** `shadow`: the tool's verdicts are recorded as would_* and nothing is refused (docs/design.md §2). */
 export type ToolMode = 'enforce' | 'shadow';
 export type DefaultAction = 'allow' | 'block';

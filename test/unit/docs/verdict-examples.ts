@@ -47,6 +47,11 @@ tools:
     effect: append
     dedupe: { key: [$.path.owner, $.path.repo, $.path.number, $.body.body], window: 24h }
     verdict: { protocol: github }
+  - id: linear.issue_create
+    match: { hosts: [api.linear.app], method: POST, path: /graphql, graphql: { mutation: issueCreate } }
+    effect: create
+    dedupe: { key: [$.graphql.args.input.teamId, $.graphql.args.input.title], window: 24h }
+    verdict: { protocol: graphql }
 `;
 
 const tools = parsePolicyFiles([{ file: 'verdicts.yaml', text: POLICY }]).tools;
@@ -55,6 +60,7 @@ const mcp: Tool = tools[1]!;
 const stripe: Tool = tools[2]!;
 const slack: Tool = tools[3]!;
 const github: Tool = tools[4]!;
+const linear: Tool = tools[5]!;
 
 // Fixed ids and times: uuidv7-shaped, as the gate makes them.
 const RUN = 'nightly-42';
@@ -225,6 +231,15 @@ export const VERDICT_EXAMPLES: Readonly<Record<string, () => GateResponse>> = {
       ),
     ),
   'github-duplicate': () => verdict(factsForDecision(duplicateResult, github, WAIT_MS, MAX_SKIPS)),
+  'graphql-duplicate': () =>
+    verdict(
+      factsForDecision(
+        { ...duplicateResult, source: { ...duplicateResult.source, destinationRef: 'ISS-1' } },
+        linear,
+        WAIT_MS,
+        MAX_SKIPS,
+      ),
+    ),
   'jsonrpc-store-unavailable': () => renderStoreUnavailable(mcp, RPC_ID),
   'jsonrpc-refusal': () =>
     asJsonRpcError(

@@ -9,6 +9,7 @@ import type { Tool } from '../../../src/policy/index.js';
 
 const httpTool = { id: 'github.create_issue', verdict: { protocol: 'http' } } as unknown as Tool;
 const rpcTool = { id: 'mcp.create_ticket', verdict: { protocol: 'jsonrpc' } } as unknown as Tool;
+const gqlTool = { id: 'linear.issue_create', verdict: { protocol: 'graphql' } } as unknown as Tool;
 
 const duplicate: VerdictFacts = {
   verdict: 'duplicate',
@@ -45,6 +46,36 @@ describe('negotiateProblemType', () => {
 });
 
 describe('renderVerdict', () => {
+  it("renders a GraphQL tool's verdict as a GraphQL error response: 200, data null, the facts in extensions", () => {
+    const r = renderVerdict(
+      { ...duplicate, tool: gqlTool, extra: { code: 'EG_ERR_X', dispatch_state: 'not_sent' } },
+      { accept: 'application/problem+json' },
+      null,
+    );
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('application/json');
+    expect(r.headers['effectgate-verdict']).toBe('duplicate');
+    const body = json(r.body);
+    expect(body).toEqual({
+      data: null,
+      errors: [
+        {
+          message: 'Already done by run r1.',
+          extensions: expect.objectContaining({
+            code: 'EFFECTGATE_DUPLICATE',
+            error_code: 'EG_ERR_X',
+            verdict: 'duplicate',
+            status: 409,
+            tool: 'linear.issue_create',
+            operation_id: 'op1',
+            dispatch_state: 'not_sent',
+            source: expect.objectContaining({ run_id: 'r1' }),
+          }),
+        },
+      ],
+    });
+  });
+
   it('renders an RFC 9457 problem with message, verdict facts and Effectgate headers', () => {
     const r = renderVerdict(duplicate, {}, null);
     expect(r.status).toBe(409);
