@@ -163,6 +163,12 @@ export const ERROR_CODES = {
     summary:
       'An idempotency key or destination reference names more than one operation, so evidence cannot be attached to one.',
   },
+  EG_ERR_IDEMPOTENCY_KEY: {
+    status: 422,
+    type: 'idempotency_key',
+    summary:
+      "A governed request's own idempotency key cannot be used as the tool's idempotency dialect asks: missing where agent_key: require, repeated, longer than 255 characters where it would be sent, or a body the key cannot be put into.",
+  },
 } as const satisfies Readonly<Record<string, ErrorEntry>>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

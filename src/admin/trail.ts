@@ -25,7 +25,10 @@ export interface TrailOperation {
   readonly scope: OperationRecord['scope'];
   readonly key_values: readonly unknown[] | null;
   readonly key_hash: string | null;
-  /** The header every attempt carried, with the operation-derived value; `null` when none. */
+  /**
+   * Where every attempt carried its key (a header, or a body member's JSONPath) and the operation's
+   * own key (its id); `null` when none. What each attempt sent is on the attempt.
+   */
   readonly idempotency: { readonly header: string; readonly key: string } | null;
   /** Who owns the operation: the run (and step, worker) that proposed it first. */
   readonly owner: {
@@ -104,6 +107,14 @@ export interface AttemptEntry {
   readonly destination_ref: string | null;
   /** Whether the destination said it replayed a stored result (`null`: it said nothing). */
   readonly replayed: boolean | null;
+  /**
+   * The idempotency key this attempt sent, the agent's own key and the gate's key for the
+   * operation (migration 0013; all `null` on attempts recorded before it, which sent the
+   * operation id when the operation has `idempotency`).
+   */
+  readonly idempotency_key: string | null;
+  readonly agent_idempotency_key: string | null;
+  readonly gate_idempotency_key: string | null;
   readonly duration_ms: number | null;
   readonly error: string | null;
   /** Which rule of the tool's outcome contract decided: `status 201`, `failed_if $.ok == false`. */
@@ -288,6 +299,9 @@ function attemptEntries(attempts: readonly AttemptRecord[]): AttemptEntry[] {
       response_fingerprint: a.responseFingerprint,
       destination_ref: a.destinationRef,
       replayed: a.replayed,
+      idempotency_key: a.idempotencyKey,
+      agent_idempotency_key: a.agentIdempotencyKey,
+      gate_idempotency_key: a.gateIdempotencyKey,
       duration_ms: a.durationMs,
       error: a.error,
       outcome_rule: a.outcomeRule,

@@ -8,7 +8,8 @@ export type ArgumentProblem =
   | 'headers_disagree'
   | 'body_unreadable'
   | 'ambiguous_route'
-  | 'graphql_invalid';
+  | 'graphql_invalid'
+  | 'idempotency_key';
 
 const CODES: Readonly<Record<ArgumentProblem, ErrorCode>> = {
   arguments_ambiguous: 'EG_ERR_ARGUMENTS_AMBIGUOUS',
@@ -17,6 +18,7 @@ const CODES: Readonly<Record<ArgumentProblem, ErrorCode>> = {
   body_unreadable: 'EG_ERR_BODY_UNREADABLE',
   ambiguous_route: 'EG_ERR_AMBIGUOUS_ROUTE',
   graphql_invalid: 'EG_ERR_GRAPHQL_INVALID',
+  idempotency_key: 'EG_ERR_IDEMPOTENCY_KEY',
 };
 
 /**
@@ -182,6 +184,18 @@ export class ArgumentRefusal extends EffectgateError {
       'body_too_complex',
       null,
       `The body holds more than ${limits.maxNodes} values and member names (or form fields). The gate reads every governed body before deciding, and refuses shapes no API payload needs. Send fewer items per call. Nothing was sent.`,
+    );
+  }
+
+  /**
+   * The agent's own idempotency key, or the body the gate's key goes into, cannot be used as the
+   * tool's `idempotency` section asks (idempotency-key.ts); `why` ends the sentence.
+   */
+  static idempotencyKey(path: string | null, toolId: string, why: string): ArgumentRefusal {
+    return new ArgumentRefusal(
+      'idempotency_key',
+      path,
+      `Tool ${toolId} sends an idempotency key with every attempt, and ${why}. Nothing was sent.`,
     );
   }
 }

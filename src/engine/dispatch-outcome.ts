@@ -17,21 +17,14 @@ const EMPTY = new Uint8Array(0);
 
 /**
  * The request the gate rebuilds for the destination: the buffered body (the sender sets an
- * explicit Content-Length), the end-to-end headers, the idempotency header derived from the
- * operation (never the attempt: every attempt of one operation sends the same key), and Host from
- * the target authority.
+ * explicit Content-Length), the end-to-end headers (the idempotency key already placed by
+ * `withIdempotencyKey`), and Host from the target authority.
  */
-export function toUpstream(
-  request: GateRequest,
-  inject: { name: string; value: string } | null,
-  deadlineMs?: number,
-  streamEvents = false,
-): UpstreamRequest {
+export function toUpstream(request: GateRequest, deadlineMs?: number, streamEvents = false): UpstreamRequest {
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(request.headers)) {
     if (v !== undefined && k !== 'content-length') headers[k] = v;
   }
-  if (inject !== null) headers[inject.name.toLowerCase()] = inject.value;
   headers['host'] = formatAuthority(request.host, request.port, request.scheme === 'https' ? 443 : 80);
   return {
     ...(deadlineMs === undefined ? {} : { deadlineMs }),

@@ -29,6 +29,7 @@ import type { GateMetrics } from './gate-metrics.js';
 import type { DecisionTrace, GateTracer } from './gate-tracing.js';
 import { type GenerationState, GenerationSwitch, type ReloadReport } from './generation-switch.js';
 import type { ResolveGovernedHosts } from './governed-addresses.js';
+import { idempotencyPlace, withIdempotencyKey } from './idempotency-key.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { normalizeHost, UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
 import { isRetryable, type OutboxResult, type OutcomeOutbox } from './outcome-outbox.js';
@@ -340,7 +341,7 @@ export class Gate implements GateHandler {
       const routes = g.readBacks.toolsFor(request);
       const pending =
         routes.length === 0 ? null : g.readBacks.begin(routes, request.scope ?? g.ctx.scope, this.#o.store);
-      const sent = await send(toUpstream(request, null));
+      const sent = await send(toUpstream(request));
       if (pending !== null) this.#observeReadBack(pending, request, sent, g);
       return this.#relay(sent, null);
     }
@@ -479,7 +480,16 @@ export class Gate implements GateHandler {
         keyError,
         newOperationId,
         newAttemptId,
-        idempotencyHeader: shadow ? null : (tool.idempotency?.header ?? null),
+        idempotencyHeader: shadow ? null : idempotencyPlace(tool),
+        idempotency:
+          shadow || tool.idempotency === null
+            ? null
+            : {
+                maxLength: tool.idempotency.maxLength,
+                retentionMs: tool.idempotency.retentionMs,
+                agentKeyMode: tool.idempotency.agentKey,
+                agentKey: p.agentIdempotencyKey,
+              },
         retryBudget: tool.retry.budget,
         unknownRule: unknownRuleOf(tool),
         onExpired: tool.dedupe?.onExpired ?? 'unknown',
@@ -542,9 +552,11 @@ export class Gate implements GateHandler {
     // the attempt is not_sent (504, safe to try again), never an unknown made by the gate itself.
     const leaseLeftMs =
       deadlineMs === undefined ? undefined : Math.floor(deadlineMs - (performance.now() - reservedAt));
+    // The key the store chose for this attempt (eg_insert_attempt.sql): the agent's own is sent as
+    // written, any other set in the tool's header or spliced into its body member.
+    const sentKey = shadow ? null : (result.idempotencyKey ?? null);
     const upstream = toUpstream(
-      request,
-      tool.idempotency && !shadow ? { name: tool.idempotency.header, value: result.operationId } : null,
+      sentKey === null ? request : withIdempotencyKey(request, tool, sentKey, p.agentIdempotencyKey),
       leaseLeftMs,
       // An MCP server answers a call with an event stream when it has progress to send.
       tool.verdict.protocol === 'jsonrpc',
@@ -631,7 +643,7 @@ export class Gate implements GateHandler {
     const facts = factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips);
     const sendStarted = performance.now();
     const sent = await trace.dispatch(
-      toUpstream(request, null, undefined, tool.verdict.protocol === 'jsonrpc'),
+      toUpstream(request, undefined, tool.verdict.protocol === 'jsonrpc'),
       send,
     );
     const upstreamMs = performance.now() - sendStarted;

@@ -121,6 +121,7 @@ export const TRANSPORT_PROBLEMS = {
   ambiguous_route: { code: 'EG_ERR_AMBIGUOUS_ROUTE', title: 'Ambiguous spelling of a governed route' },
   graphql_invalid: { code: 'EG_ERR_GRAPHQL_INVALID', title: 'GraphQL request unreadable' },
   destination_refused: { code: 'EG_ERR_DESTINATION_REFUSED', title: 'Destination refused' },
+  idempotency_key: { code: 'EG_ERR_IDEMPOTENCY_KEY', title: 'Idempotency key unusable' },
   // A body-analysis worker failed (crashed, or past its memory limit): nothing was sent.
   analysis_failed: {
     code: 'EG_ERR_ANALYSIS_FAILED',

@@ -5,6 +5,7 @@ import { ArgumentRefusal } from './argument-refusal.js';
 import { bodyLabel, readsAsFields } from './body-label.js';
 import { keyPathReachedByFolding } from './folded-reading.js';
 import { governedMutation } from './graphql-request.js';
+import { agentIdempotencyKey } from './idempotency-key.js';
 import type { BodyLimits } from './json-scan.js';
 import { refuseDisagreeingMcpHeaders } from './mcp-routing-headers.js';
 import { bracketedReading } from './nested-parameters.js';
@@ -46,6 +47,8 @@ export interface Proposal {
   readonly keyError: string | null;
   /** Refuse (record a `block`): the key cannot be built and the tool does not let it through. */
   readonly block: boolean;
+  /** The idempotency key the agent sent itself, where the tool's destination reads one (idempotency-key.ts). */
+  readonly agentIdempotencyKey: string | null;
 }
 
 /** Everything the gate can say about a governed request without its store. */
@@ -147,6 +150,12 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
     },
   };
   const rpcId = jsonRpcId(args.body);
+  // A tool in shadow mode sends the request as written and refuses nothing.
+  const agentKey = tool.mode === 'shadow' ? null : agentIdempotencyKey(request, tool, args);
+  const proposal = (p: Omit<Proposal, 'agentIdempotencyKey'>): Proposed => ({
+    kind: 'proposal',
+    proposal: { ...p, agentIdempotencyKey: agentKey },
+  });
   if (tool.dedupe === null)
     return proposal({ tool, args, rpcId, graphql, common, key: null, keyError: null, block: false });
   const k = buildSemanticKey(tool, scope, args, ctx.authorityKey);
@@ -177,10 +186,6 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
     keyError: `${k.reason}: ${k.paths.join(', ')}`,
     block,
   });
-}
-
-function proposal(p: Proposal): Proposed {
-  return { kind: 'proposal', proposal: p };
 }
 
 /**

@@ -221,7 +221,7 @@ function lookupHeaders(
   tool: Tool,
   authority: string,
 ): Record<string, string | string[]> {
-  const idempotency = tool.idempotency?.header.toLowerCase();
+  const idempotency = tool.idempotency?.header?.toLowerCase();
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     const lower = name.toLowerCase();

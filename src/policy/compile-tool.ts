@@ -1,9 +1,10 @@
 import { compileMatch } from './compile-match.js';
+import { DEFAULT_REPLAYED_HEADER, readIdempotency } from './idempotency-section.js';
 import { compileJsonPath } from './json-path.js';
 import type { PolicyReader, Slot, SourcePosition } from './policy-reader.js';
 import { readArgumentPaths, readsGraphql } from './policy-values.js';
 import type { RouteMatcher } from './route-matcher.js';
-import { readDedupe, readIdempotency, readOutcome, readReconcile, readResponse } from './tool-sections.js';
+import { readDedupe, readOutcome, readReconcile, readResponse } from './tool-sections.js';
 import type { CompiledPath, Effect, Tool, ToolMode, VerdictProtocol } from './types.js';
 
 export const TOOL_FIELDS = [
@@ -97,6 +98,14 @@ export function compileTool(r: PolicyReader, slot: Slot): CompiledTool | null {
   };
   if (protocol === 'jsonrpc') tool.fingerprintIgnore.push(...JSONRPC_VOLATILE);
   if (matcher?.graphqlMutation === null) refuseGraphqlPaths(r, f, tool);
+  // The key member is the gate's (or the agent's) to fill: a repeat that carries the gate's key
+  // where the first carried none is the same request, not a changed one.
+  if (tool.idempotency?.body) tool.fingerprintIgnore.push(tool.idempotency.body.argumentPath);
+  // A tool that sends keys reads the replay marker of draft-ietf-httpapi-idempotency-key-header
+  // (Stripe's `Idempotent-Replayed`) unless it names another.
+  if (tool.idempotency !== null && tool.response.replayedHeader === null) {
+    tool.response = { ...tool.response, replayedHeader: DEFAULT_REPLAYED_HEADER };
+  }
   if (r.issueCount !== before || matcher === null || effect === null || id === null) return null;
   return {
     tool: { ...tool, match: matcher, effect },

@@ -2,6 +2,7 @@ import { ANSWER_CONDITION_FIELDS } from './answer-conditions.js';
 import { GRAPHQL_FIELDS, MATCH_FIELDS } from './compile-match.js';
 import { FINGERPRINT_FIELDS, RETRY_FIELDS, TOOL_FIELDS, VERDICT_FIELDS } from './compile-tool.js';
 import { EGRESS_FIELDS } from './egress-section.js';
+import { IDEMPOTENCY_FIELDS } from './idempotency-section.js';
 import { LOOP_BREAKER_FIELDS, TOP_FIELDS } from './parse-policy-file.js';
 import {
   EXAMPLE_EXPECT_FIELDS,
@@ -9,13 +10,7 @@ import {
   EXAMPLE_REQUEST_FIELDS,
   EXAMPLE_RESPONSE_FIELDS,
 } from './policy-examples.js';
-import {
-  DEDUPE_FIELDS,
-  IDEMPOTENCY_FIELDS,
-  OUTCOME_FIELDS,
-  RECONCILE_FIELDS,
-  RESPONSE_FIELDS,
-} from './tool-sections.js';
+import { DEDUPE_FIELDS, OUTCOME_FIELDS, RECONCILE_FIELDS, RESPONSE_FIELDS } from './tool-sections.js';
 
 /**
  * Every mapping of a policy file and the field names the parser accepts in it, keyed by where the

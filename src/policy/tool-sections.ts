@@ -13,7 +13,6 @@ import { readArgumentPath, readDuration, readHeaderName, readJsonPath, readMetho
 import type {
   CompiledPath,
   DedupeConfig,
-  IdempotencyConfig,
   OutcomeClass,
   OutcomeContract,
   ReconcileConfig,
@@ -34,7 +33,6 @@ export const DEDUPE_FIELDS = [
   'on_expired',
   'scalars',
 ] as const;
-export const IDEMPOTENCY_FIELDS = ['header', 'honored'] as const;
 export const OUTCOME_FIELDS = [
   ...OUTCOME_CLASSES,
   'tool_error',
@@ -82,17 +80,6 @@ export function readDedupe(
     onMissing: (onMissing && r.oneOf(onMissing, ['block', 'allow'] as const)) ?? 'block',
     onExpired: (onExpired && r.oneOf(onExpired, ['unknown', 'retry'] as const)) ?? 'unknown',
     scalars: (scalars && r.oneOf(scalars, ['conflate', 'exact'] as const)) ?? 'conflate',
-  };
-}
-
-export function readIdempotency(r: PolicyReader, slot: Slot): IdempotencyConfig | null {
-  const f = r.fields(slot, IDEMPOTENCY_FIELDS);
-  if (f === null) return null;
-  const header = f.get('header');
-  const honored = f.get('honored');
-  return {
-    header: (header && readHeaderName(r, header)) ?? 'Idempotency-Key',
-    honored: (honored && r.boolean(honored)) ?? false,
   };
 }
 

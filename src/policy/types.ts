@@ -150,8 +150,28 @@ export interface DedupeConfig {
 }
 
 export interface IdempotencyConfig {
-  /** Header to inject, default `Idempotency-Key`. */
-  readonly header: string;
+  /** Header that carries the key (`header`, default `Idempotency-Key`); `null` when it goes in the body. */
+  readonly header: string | null;
+  /** Body member that carries the key (`body: $.dedup_key`), spliced into the JSON bytes. */
+  readonly body: {
+    /** As written, over the body (`$.dedup_key`). */
+    readonly path: string;
+    /** The member names from the root down. */
+    readonly members: readonly string[];
+    /** The same member over the argument document (`$.body.dedup_key`), left out of the fingerprint. */
+    readonly argumentPath: CompiledPath;
+  } | null;
+  /**
+   * `token` (default): the key as it is, as Stripe and most APIs read `Idempotency-Key`;
+   * `sf-string`: a quoted Structured Field string (RFC 8941), as draft-ietf-httpapi-idempotency-key-header writes it.
+   */
+  readonly format: 'token' | 'sf-string';
+  /** The longest key the destination takes; a longer operation id is sent as a SHA-256 prefix. */
+  readonly maxLength: number | null;
+  /** How long the destination keeps a key; past it an unknown operation is never retried at once. */
+  readonly retentionMs: number | null;
+  /** What the gate does with a key the agent sent itself. */
+  readonly agentKey: 'keep' | 'replace' | 'require';
   readonly honored: boolean;
 }
 

@@ -94,6 +94,9 @@ export interface AttemptsTable {
   response_fingerprint: string | null;
   destination_ref: string | null;
   replayed: boolean | null;
+  idempotency_key: ColumnType<string | null, never, never>;
+  agent_idempotency_key: ColumnType<string | null, never, never>;
+  gate_idempotency_key: ColumnType<string | null, never, never>;
   duration_ms: number | null;
   error: string | null;
   /** Migration 0012: the rule that decided the outcome, and the destination's error code. */

@@ -157,8 +157,16 @@ export interface ReserveInput extends DecideCommon {
   /** Used only when a new operation is created. */
   readonly newOperationId: string;
   readonly newAttemptId: string;
-  /** Idempotency header to inject (value = operation id), or `null`. Recorded on the operation. */
+  /**
+   * Where the idempotency key goes (the header name, or the body member's JSONPath), or `null` when
+   * none is sent. Recorded on the operation.
+   */
   readonly idempotencyHeader: string | null;
+  /**
+   * The tool's idempotency dialect as the store needs it to choose each attempt's key
+   * (eg_insert_attempt.sql), or `null` when no key is sent (no `idempotency`, or shadow mode).
+   */
+  readonly idempotency?: IdempotencyInput | null;
   readonly retryBudget: number;
   /** What to do when the key's operation has an unknown outcome (from the tool); recorded on a new operation. */
   readonly unknownRule: UnknownRule;
@@ -192,6 +200,18 @@ export interface ReserveInput extends DecideCommon {
   readonly recordPending: boolean;
 }
 
+/** What the store needs to choose an attempt's idempotency key (docs/design.md §3 "Idempotency keys"). */
+export interface IdempotencyInput {
+  /** `idempotency.max_length`: a longer operation id is sent as a SHA-256 hex prefix this long. */
+  readonly maxLength: number | null;
+  /** `idempotency.retention`, ms: past it an unknown operation's key is forgotten by the destination. */
+  readonly retentionMs: number | null;
+  /** `idempotency.agent_key`. */
+  readonly agentKeyMode: 'keep' | 'replace' | 'require';
+  /** The key the agent sent itself, at most 255 characters, or `null`. */
+  readonly agentKey: string | null;
+}
+
 /** Record a policy block (e.g. a missing key path with `on_missing: block`). */
 export interface BlockInput extends DecideCommon {
   readonly kind: 'block';
@@ -222,6 +242,8 @@ export type DecideResult =
       readonly retryDecision: RetryDecision | null;
       /** Set when this proposal changed the request materially and forked a new operation. */
       readonly supersedesOperationId: string | null;
+      /** The idempotency key this attempt sends (chosen by the store), or `null` when none is sent. */
+      readonly idempotencyKey?: string | null;
     }
   | {
       readonly verdict: 'duplicate';
@@ -353,6 +375,12 @@ export interface AttemptRecord {
   readonly responseFingerprint: string | null;
   readonly destinationRef: string | null;
   readonly replayed: boolean | null;
+  /** The idempotency key this attempt sent (the agent's own when kept), or `null` when none (migration 0013). */
+  readonly idempotencyKey: string | null;
+  /** The key the agent sent itself (cut to 255 characters when the gate replaced it), or `null`. */
+  readonly agentIdempotencyKey: string | null;
+  /** The gate's key for the operation (its id, or its SHA-256 prefix under `max_length`), or `null`. */
+  readonly gateIdempotencyKey: string | null;
   readonly durationMs: number | null;
   readonly error: string | null;
   /** Which rule decided the outcome (`status 201`, `failed_if $.ok == false`); `null` before one, or when none was recorded. */
@@ -450,6 +478,8 @@ export interface ApprovalRecord {
     readonly requestFingerprint: string | null;
     /** The idempotency header the retry will carry (value = operation id), or `null`. */
     readonly idempotencyHeader: string | null;
+    /** The key the retry will send (the unknown attempt's); absent on cards recorded before migration 0013. */
+    readonly idempotencyKey?: string | null;
   };
   readonly previousAttemptId: string | null;
   readonly previousDispatchState: DispatchState | null;

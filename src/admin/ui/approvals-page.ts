@@ -89,7 +89,7 @@ export function renderApprovalCard(a: ApprovalRecord, options: CardOptions): Saf
   ${options.showOperation ? html`<dt>operation</dt><dd><a class="mono" href="${operationHref(a.operationId)}">${a.operationId}</a></dd>` : ''}
   <dt>intent</dt><dd class="wrap">${i.toolId} · ${i.scope.tenant} / ${i.scope.area} / ${i.scope.agent}<br><code>${i.method} ${i.host} ${i.path}</code></dd>
   <dt>key values</dt><dd class="wrap"><code>${keyText(i.keyValues)}</code></dd>
-  <dt>idempotency</dt><dd class="wrap">${i.idempotencyHeader === null ? html`<span class="muted">none: the destination cannot deduplicate the retry</span>` : html`<code>${i.idempotencyHeader}: ${a.operationId}</code>`}</dd>
+  <dt>idempotency</dt><dd class="wrap">${i.idempotencyHeader === null ? html`<span class="muted">none: the destination cannot deduplicate the retry</span>` : html`<code>${i.idempotencyHeader}: ${i.idempotencyKey ?? a.operationId}</code>`}</dd>
   <dt>request</dt><dd class="wrap">${requestFacts(a)}</dd>
   <dt>previous dispatch</dt><dd>${previous}${a.previousAttemptId === null ? '' : html` <span class="muted">(attempt <code>${a.previousAttemptId}</code>)</span>`}</dd>
   <dt>planned recovery</dt><dd class="wrap">${a.plannedRecovery}</dd>

@@ -5,7 +5,7 @@ create or replace function eg_planned_recovery(p_op operations, p_prev attempts)
         coalesce(p_prev.dispatch_state, 'without a recorded outcome'),
         case when p_prev.status is not null then format(' (status %s)', p_prev.status) else '' end) ||
       case when p_op.idempotency_header is not null
-        then format('It will carry the same %s: %s, but the destination is not declared to honor it, so it may repeat the effect if the first attempt reached it.',
-          p_op.idempotency_header, p_op.id)
+        then format('It will carry the same %s: %s, but the destination is not declared to honor it (or has forgotten the key: idempotency.retention), so it may repeat the effect if the first attempt reached it.',
+          p_op.idempotency_header, coalesce(p_prev.idempotency_key, p_op.id))
         else 'It carries no idempotency key: if the first attempt reached the destination, the effect will happen twice.' end
   $$;

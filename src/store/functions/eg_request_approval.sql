@@ -20,7 +20,8 @@ create or replace function eg_request_approval(p_op_id text, p_prev attempts, p_
         'scope', jsonb_build_object('tenant', v_op.tenant, 'area', v_op.area, 'agent', v_op.agent),
         'keyValues', v_op.key_values, 'method', p_prev.request ->> 'method', 'host', p_prev.request ->> 'host',
         'path', p_prev.request ->> 'path', 'route', p_prev.request ->> 'route',
-        'fingerprint', p_prev.request ->> 'fingerprint', 'idempotencyHeader', v_op.idempotency_header),
+        'fingerprint', p_prev.request ->> 'fingerprint', 'idempotencyHeader', v_op.idempotency_header,
+        'idempotencyKey', coalesce(p_prev.idempotency_key, case when v_op.idempotency_header is not null then v_op.id end)),
       p_prev.id, p_prev.dispatch_state, p_prev.status, eg_planned_recovery(v_op, p_prev) || case when v_changed
         then format(' The request that asked for this approval CHANGED (fingerprint %s; the attempt whose outcome is unknown had %s): same key values, another request. Approving lets this changed request go, and only it, as a new operation, with its own idempotency key, that supersedes this one, which stays unknown.',
           p_fingerprint, coalesce(p_prev.request ->> 'fingerprint', 'none'))

@@ -4,6 +4,8 @@
 -- an approved approval allows exactly one retry, and so does an active session grant of the run
 -- (eg_grant.sql; its card is recorded as used under the grant); otherwise `hold` with an open
 -- approval request.
+-- Honored idempotency only within the destination's retention of the key (idempotency.retention):
+-- past it, the retry goes to approval as for a tool without the guarantee.
 -- A materially changed request is never an honored retry (the same key with another body is not
 -- the same call): after reconciliation or approval it forks a new operation that supersedes this
 -- one, which stays unknown. An approval is for that very request (migration 0011): only a proposal
@@ -97,7 +99,11 @@ begin
   -- Honored idempotency lets the retry go only when the unknown attempts carried the key: an
   -- operation made in shadow mode (migration 0010) was sent without one, so the destination could
   -- not deduplicate a keyed retry against it; that retry needs a person, as for any other tool.
-  if v_rule = 'honored' and not v_changed and v_keyed then
+  -- Nor once the destination has forgotten the key (idempotency.retention, migration 0013): a key
+  -- older than the vendor keeps it deduplicates nothing, so the retry needs a person (or a lookup).
+  if v_rule = 'honored' and not v_changed and v_keyed and (eg_ms(p -> 'idempotency' -> 'retentionMs') is null
+      or (select min(started_at) from attempts where operation_id = v_op)
+        + eg_ms(p -> 'idempotency' -> 'retentionMs') > now()) then
     v_decision := 'destination_idempotency_honored';
   else
     -- An approval is of that very retry (docs/design.md §3): of the attempt it was asked about, which

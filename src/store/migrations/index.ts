@@ -11,6 +11,7 @@ import { migration0009 } from './0009-run-halts/index.js';
 import { migration0010 } from './0010-shadow-mode/index.js';
 import { migration0011 } from './0011-approval-fingerprints/index.js';
 import { migration0012 } from './0012-answer-outcomes/index.js';
+import { migration0013 } from './0013-idempotency-dialects/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -34,6 +35,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0010-shadow-mode': migration0010,
   '0011-approval-fingerprints': migration0011,
   '0012-answer-outcomes': migration0012,
+  '0013-idempotency-dialects': migration0013,
 };
 
 export const migrationProvider: MigrationProvider = {

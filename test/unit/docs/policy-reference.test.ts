@@ -117,6 +117,15 @@ describe('docs/policy-reference.md', () => {
         text: 'version: 1\ntools:\n  - id: t\n    match: { hosts: [a.example], method: POST, path: /x }\n    effect: create\n    idempotency: {}\n',
       },
     ]).tools[0]!;
-    expect(idem.idempotency).toEqual({ header: 'Idempotency-Key', honored: false });
+    expect(idem.idempotency).toEqual({
+      header: 'Idempotency-Key',
+      body: null,
+      format: 'token',
+      maxLength: null,
+      retentionMs: null,
+      agentKey: 'keep',
+      honored: false,
+    });
+    expect(idem.response.replayedHeader).toBe('idempotent-replayed');
   });
 });

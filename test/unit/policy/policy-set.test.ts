@@ -48,7 +48,15 @@ describe('policy set', () => {
       onMissing: 'block',
     });
     expect(tool.dedupe!.key.map((k) => k.expression)).toEqual(['$.path.id']);
-    expect(tool.idempotency).toEqual({ header: 'Idempotency-Key', honored: false });
+    expect(tool.idempotency).toEqual({
+      header: 'Idempotency-Key',
+      body: null,
+      format: 'token',
+      maxLength: null,
+      retentionMs: null,
+      agentKey: 'keep',
+      honored: false,
+    });
     expect(tool.reconcile).toMatchObject({ method: 'GET', path: '/items/{id}' });
     expect(tool.reconcile!.items.evaluate([{ id: 1 }, { id: 2 }])).toEqual([{ id: 1 }, { id: 2 }]);
     expect(tool.response.replayedHeader).toBe('idempotent-replayed');
@@ -142,7 +150,12 @@ describe('policy set', () => {
       onMissing: 'block',
     });
     expect(gh.dedupe!.key.map((k) => k.expression)).toEqual(['$.path.owner', '$.path.repo', '$.body.title']);
-    expect(gh.idempotency).toEqual({ header: 'Idempotency-Key', honored: false });
+    expect(gh.idempotency).toMatchObject({
+      header: 'Idempotency-Key',
+      body: null,
+      agentKey: 'keep',
+      honored: false,
+    });
     expect(gh.retry.budget).toBe(3);
     expect(gh.response.ref?.expression).toBe('$.html_url');
     expect(gh.redact.map((p) => p.expression)).toEqual(['$.body.token']);
@@ -162,7 +175,18 @@ describe('policy set', () => {
     // The library's choices its header comments explain.
     expect(byId('stripe.create_payment_intent').idempotency).toEqual({
       header: 'Idempotency-Key',
+      body: null,
+      format: 'token',
+      maxLength: 255,
+      retentionMs: 86_400_000,
+      agentKey: 'keep',
       honored: true,
+    });
+    expect(byId('pagerduty.enqueue_event').idempotency).toMatchObject({
+      header: null,
+      body: { path: '$.dedup_key' },
+      agentKey: 'keep',
+      honored: false,
     });
     expect(byId('stripe.create_payment_intent').response.replayedHeader).toBe('idempotent-replayed');
     expect(byId('slack.post_message').dedupe!.windowMs).toBe(600_000);
