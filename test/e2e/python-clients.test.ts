@@ -270,7 +270,8 @@ for (const target of storeTargets()) {
           trackers[t].plan(PAYMENT_INTENTS, 'commit-then-destroy');
           const calls = await runPythonClient('stripe_client.py', [base(t), caPem, order, 'retry'], env());
           // stripe-python retried the gate's 502 itself; Stripe honors Idempotency-Key, so the gate
-          // sent the retry at once with the operation's key, and the stand-in replayed its result.
+          // sent the retry at once with the key of the lost attempt (the library's own, kept:
+          // policies/stripe.yaml agent_key: keep), and the stand-in replayed its result.
           expect(calls).toHaveLength(1);
           expect(calls[0]).toMatchObject({ status: 201, verdict: 'allow', error: null });
           const posts = trackers[t]
@@ -279,10 +280,9 @@ for (const target of storeTargets()) {
               r.body.toString().includes(`description=${encodeURIComponent(order).replace(/%20/g, '+')}`),
             );
           expect(posts).toHaveLength(2);
-          expect(posts.map((r) => r.headers['idempotency-key'])).toEqual([
-            calls[0]!.operation,
-            calls[0]!.operation,
-          ]);
+          const keys = posts.map((r) => r.headers['idempotency-key']);
+          expect(typeof keys[0]).toBe('string');
+          expect(keys[1]).toBe(keys[0]);
           const ledger = trackers[t].issues(PAYMENT_INTENTS).filter((i) => i.title === order);
           expect(ledger).toHaveLength(1);
           expect(calls[0]!.body?.['html_url']).toBe(ledger[0]!.html_url);
@@ -293,6 +293,7 @@ for (const target of storeTargets()) {
           expect(attempts[1]).toMatchObject({
             retry_decision: 'destination_idempotency_honored',
             replayed: true,
+            idempotency_key: keys[0],
           });
         },
       );

@@ -1,11 +1,12 @@
 /**
  * The real Stripe SDK (stripe-node) through the gate interceptor, against a stand-in that keeps
  * Stripe's idempotency ledger (test/helpers/idempotent-ledger.ts), with the shipped Stripe policy's
- * dialect: the SDK's own Idempotency-Key is kept, one create makes one payment, and the same
- * create again is answered by the gate as a duplicate, so the ledger still holds one payment.
+ * (policies/stripe.yaml): the SDK's own Idempotency-Key is kept, one create makes one payment, and
+ * the same create again is answered by the gate as a duplicate, so the ledger still holds one.
  */
+import { readFileSync } from 'node:fs';
 import Stripe from 'stripe';
-import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
+import { Agent, buildConnector, type Dispatcher, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadOperationReport } from '../../../src/admin/index.js';
 import { createGate, type Gate } from '../../../src/engine/index.js';
@@ -14,25 +15,21 @@ import { gateInterceptor } from '../../../src/undici/index.js';
 import { type IdempotentLedger, startIdempotentLedger } from '../../helpers/idempotent-ledger.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 
-// policies/stripe.yaml's payment tool, on the stand-in's loopback host.
+// The shipped Stripe policy: its idempotency dialect (agent_key: keep) and its verdict dialect.
 const policies = parsePolicyFiles([
   {
     file: 'stripe.yaml',
-    text: `
-version: 1
-tools:
-  - id: stripe.create_payment_intent
-    match: { hosts: [127.0.0.1], method: POST, path: /v1/payment_intents }
-    effect: financial
-    dedupe:
-      key: [$.body.customer, $.body.amount, $.body.currency, $.body.description]
-      window: 24h
-      wait: 0s
-    idempotency: { header: Idempotency-Key, max_length: 255, retention: 24h, agent_key: keep, honored: true }
-    response: { ref: $.id, replayed_header: Idempotent-Replayed }
-`,
+    text: readFileSync(new URL('../../../policies/stripe.yaml', import.meta.url), 'utf8'),
   },
 ]);
+
+/** The SDK calls api.stripe.com; this Agent connects that name to the loopback stand-in. */
+function loopbackAgent(): Agent {
+  const connect = buildConnector({});
+  return new Agent({
+    connect: (options, callback) => connect({ ...options, hostname: '127.0.0.1' }, callback),
+  });
+}
 
 for (const target of storeTargets()) {
   describe(`the Stripe SDK through the gate (${target.name})`, () => {
@@ -40,11 +37,16 @@ for (const target of storeTargets()) {
     let gate: Gate;
     let ledger: IdempotentLedger;
     let gated: Dispatcher;
-    const agent = new Agent();
+    const agent = loopbackAgent();
 
     beforeAll(async () => {
       store = await openTestStore(target);
-      gate = await createGate({ policies, store, scope: { tenant: 'acme', area: 'pay', agent: 'bot' } });
+      gate = await createGate({
+        policies,
+        store,
+        scope: { tenant: 'acme', area: 'pay', agent: 'bot' },
+        resolveGovernedHosts: 'off',
+      });
       ledger = await startIdempotentLedger();
       gated = agent.compose(gateInterceptor(gate, { run: 'stripe-run' }));
     });
@@ -61,7 +63,7 @@ for (const target of storeTargets()) {
         undiciFetch(url, { ...init, dispatcher: gated } as never)) as unknown as typeof fetch;
       const stripe = new Stripe('sk_test_stand_in', {
         httpClient: Stripe.createFetchHttpClient(fetchWithGateDispatcher),
-        host: '127.0.0.1',
+        host: 'api.stripe.com',
         port: ledger.upstream.port,
         protocol: 'http',
       });
@@ -69,14 +71,16 @@ for (const target of storeTargets()) {
       const created = await stripe.paymentIntents.create(params);
       expect(created.id).toBe('pi_1');
 
-      // The gate's 409 is a problem+json without Stripe's `error` member: stripe-node retries a 409
-      // (twice by default, each answered duplicate again) and then hands the body back as if it
-      // were the resource, with the status on lastResponse.
-      const again = (await stripe.paymentIntents.create(params)) as unknown as Record<string, unknown> & {
-        lastResponse: { statusCode: number };
-      };
-      expect(again.lastResponse.statusCode).toBe(409);
-      expect(again).toMatchObject({ verdict: 'duplicate', source: { destination_ref: 'pi_1' } });
+      // The gate answers in Stripe's error shape with Stripe-Should-Retry: false: the SDK raises
+      // its typed error and repeats nothing.
+      const again = await stripe.paymentIntents.create(params).then(
+        () => null,
+        (err: unknown) => err as { statusCode?: number; type?: string },
+      );
+      // Stripe's own word for a repeated request (the verdict dialect): a 400 idempotency error.
+      expect(again).toBeInstanceOf(Stripe.errors.StripeIdempotencyError);
+      expect(again).toMatchObject({ statusCode: 400 });
+      expect(ledger.seen).toHaveLength(1);
 
       // The destination's own ledger: one payment, under the key the SDK made.
       expect(ledger.created).toHaveLength(1);
