@@ -60,7 +60,7 @@ import type {
   UpstreamSender,
 } from './types.js';
 import { unknownRuleOf, unknownRules } from './unknown-rule.js';
-import { factsForDecision, unclassifiedFacts } from './verdict-facts.js';
+import { factsForDecision, type ProposingRun, proposingRun, unclassifiedFacts } from './verdict-facts.js';
 import { renderVerdict, type VerdictFacts, verdictHeaders } from './verdict-response.js';
 
 /** Minimal structured logger; the CLI passes a JSON-lines one, tests none. */
@@ -454,7 +454,7 @@ export class Gate implements GateHandler {
       if (r.verdict === 'allow' || r.verdict === 'reconcile')
         throw new Error(`store answered ${r.verdict} to a block`);
       if (shadow) return this.#sendAnyway(r, p, request, send, started, null, g, trace);
-      return this.#answer(r, tool, p.rpcId, request, started, null, g);
+      return this.#answer(r, tool, p.rpcId, request, started, null, g, proposingRun(p.common));
     }
 
     // Shadow mode never holds a request back, not even to wait on another run's reservation.
@@ -542,7 +542,16 @@ export class Gate implements GateHandler {
     if (result.verdict !== 'allow') {
       return shadow
         ? this.#sendAnyway(result, p, request, send, started, reconciled?.result ?? null, g, trace)
-        : this.#answer(result, tool, p.rpcId, request, started, reconciled?.result ?? null, g);
+        : this.#answer(
+            result,
+            tool,
+            p.rpcId,
+            request,
+            started,
+            reconciled?.result ?? null,
+            g,
+            proposingRun(p.common),
+          );
     }
 
     // What the decide took (a wait for a row lock, the other calls of a group-commit batch, its
@@ -640,7 +649,7 @@ export class Gate implements GateHandler {
   ): Promise<GateResponse> {
     const { tool, common } = p;
     const verdict = shadowVerdictOf(result.verdict);
-    const facts = factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips);
+    const facts = factsForDecision(result, tool, 0, g.ctx.maxDuplicateSkips, proposingRun(common));
     const sendStarted = performance.now();
     const sent = await trace.dispatch(
       toUpstream(request, undefined, tool.verdict.protocol === 'jsonrpc'),
@@ -775,8 +784,9 @@ export class Gate implements GateHandler {
     started: number,
     reconciliation: ReconciliationResult | null,
     g: PolicyGeneration,
+    run: ProposingRun,
   ): GateResponse {
-    const facts = factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, g.ctx.maxDuplicateSkips);
+    const facts = factsForDecision(result, tool, tool.dedupe?.waitMs ?? 0, g.ctx.maxDuplicateSkips, run);
     this.#o.logger.info(
       {
         verdict: result.verdict,

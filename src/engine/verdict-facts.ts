@@ -1,25 +1,53 @@
 import type { Tool } from '../policy/index.js';
 import type { DecideResult } from '../store/index.js';
+import { isDerivedRun } from './run-identity.js';
 import type { GateRequestHead } from './types.js';
 import type { VerdictFacts } from './verdict-response.js';
+
+/** The run a proposal is in: derived by the gate (no `Effectgate-Run`), or named. */
+export interface ProposingRun {
+  readonly id: string;
+  readonly derived: boolean;
+}
+
+/** The run of a proposal's store input: derived when the gate derived it (`derivedClient` set). */
+export function proposingRun(common: {
+  readonly runId: string;
+  readonly derivedClient?: string | null;
+}): ProposingRun {
+  return { id: common.runId, derived: common.derivedClient != null };
+}
 
 /**
  * Turns a store decision (or a gate-side refusal) into the facts of the answer. The `detail` texts
  * are written for a model: they say what happened, that nothing was sent, and what to do next.
+ * `run` is the proposal's own run (a derived one never halts, and a duplicate from the same derived
+ * run may be another process at the same address); without it the run is taken as named.
  */
 export function factsForDecision(
   result: Exclude<DecideResult, { verdict: 'allow' | 'reconcile' }>,
   tool: Tool,
   waitMs: number,
   maxDuplicateSkips: number,
+  run: ProposingRun | null = null,
 ): VerdictFacts {
   switch (result.verdict) {
     case 'duplicate': {
       const s = result.source;
+      // A derived run is every process of the scope behind one address: the same id is not
+      // evidence that this agent did it (another process on the same host may have).
+      const sameAddress = s !== null && run !== null && run.derived && s.runId === run.id;
+      const derivedSource = s?.runId != null && isDerivedRun(s.runId);
+      const whose = sameAddress
+        ? ', the run the gate derived for every client of this scope at this address (not necessarily this process)'
+        : derivedSource
+          ? ', a run the gate derived for a client that named none'
+          : '';
       const where =
         s === null
           ? 'an earlier run whose identity is not recorded'
-          : `run ${s.runId ?? 'unknown'}${s.step ? ` step ${s.step}` : ''} (operation ${s.operationId}, confirmed at ${s.confirmedAt}${s.destinationRef ? `, result ${s.destinationRef}` : ''})`;
+          : `run ${s.runId ?? 'unknown'}${whose}${s.step ? ` step ${s.step}` : ''} (operation ${s.operationId}, confirmed at ${s.confirmedAt}${s.destinationRef ? `, result ${s.destinationRef}` : ''})`;
+      const halts = run === null || !run.derived;
       const twice = result.operationState === 'duplicate_effect_confirmed';
       const found =
         result.reconciliation === null
@@ -31,11 +59,12 @@ export function factsForDecision(
         verdict: 'duplicate',
         status: 409,
         title: twice ? 'Duplicate effect skipped (effect found twice)' : 'Duplicate effect skipped',
-        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}.${found} The gate skipped it so it does not happen again; nothing was sent. Do not retry it: use the earlier result.${result.duplicateSkips >= maxDuplicateSkips ? ` This run was told ${result.duplicateSkips} times that this effect is done: proposing it again halts the run.` : ''}`,
+        detail: `This ${tool.effect} effect (tool ${tool.id}) was already carried out by ${where}.${found} The gate skipped it so it does not happen again; nothing was sent. Do not retry it: use the earlier result.${halts && result.duplicateSkips >= maxDuplicateSkips ? ` This run was told ${result.duplicateSkips} times that this effect is done: proposing it again halts the run.` : ''}`,
         tool,
         decisionId: result.decisionId,
         operationId: result.operationId,
         source: s,
+        sourceRelation: { derivedRun: derivedSource, sameAddress },
         extra: {
           operation_state: result.operationState,
           // This run's skips of this very effect; the loop breaker halts the run at the next one past the max.

@@ -19,6 +19,11 @@ export interface VerdictFacts {
   readonly attemptId?: string | null;
   /** Duplicates only: the earlier run, or `null` when it is not known (never invented). */
   readonly source?: DuplicateSource | null;
+  /**
+   * Duplicates only: whether the source run is one the gate derived (no `Effectgate-Run`), and
+   * whether it is the proposal's own derived run, i.e. the same address, maybe another process.
+   */
+  readonly sourceRelation?: { readonly derivedRun: boolean; readonly sameAddress: boolean };
   readonly retryAfterSeconds?: number;
   /** More members for the body (e.g. `dispatch_state`, `missing`). */
   readonly extra?: Readonly<Record<string, unknown>>;
@@ -28,7 +33,10 @@ export interface VerdictFacts {
 
 const encoder = new TextEncoder();
 
-function sourceJson(source: DuplicateSource | null): Record<string, unknown> | null {
+function sourceJson(
+  source: DuplicateSource | null,
+  relation: VerdictFacts['sourceRelation'],
+): Record<string, unknown> | null {
   if (source === null) return null;
   return {
     run_id: source.runId,
@@ -37,6 +45,9 @@ function sourceJson(source: DuplicateSource | null): Record<string, unknown> | n
     attempt_id: source.attemptId,
     confirmed_at: source.confirmedAt,
     destination_ref: source.destinationRef,
+    ...(relation === undefined
+      ? {}
+      : { derived_run: relation.derivedRun, same_address: relation.sameAddress }),
   };
 }
 
@@ -55,7 +66,7 @@ export function verdictBody(facts: VerdictFacts): Record<string, unknown> {
   };
   if (facts.operationId !== null) body['operation_id'] = facts.operationId;
   if (facts.attemptId) body['attempt_id'] = facts.attemptId;
-  if (facts.source !== undefined) body['source'] = sourceJson(facts.source);
+  if (facts.source !== undefined) body['source'] = sourceJson(facts.source, facts.sourceRelation);
   if (facts.retryAfterSeconds !== undefined) body['retry_after'] = facts.retryAfterSeconds;
   if (facts.extra) Object.assign(body, facts.extra);
   return body;

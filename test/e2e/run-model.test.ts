@@ -1,10 +1,11 @@
 /**
- * The run model through the real proxy binary: clients that send no
- * `Effectgate-Run` each get a run derived from their scope and address, so a looping agent is
- * halted whether it opens a new connection per call (curl) or reuses one (undici keep-alive), an
- * unrelated client of the same shared proxy is not halted by its loop, and an operator can list
- * and release a halted run (`effectgate runs`, the admin API), which is recorded. Clients are told
- * apart by their loopback source address (127.0.0.2, .3, .4), as hosts sharing a proxy would be.
+ * The run model through the real proxy binary: an agent that names its run (`Effectgate-Run`) and
+ * loops is halted whether it opens a new connection per call (curl) or reuses one (undici
+ * keep-alive); a client that names none gets a run derived from its scope and address, which is
+ * every process behind that address and so is never halted; an unrelated client of the same
+ * shared proxy is not halted by another's loop; and an operator can list and release a halted run
+ * (`effectgate runs`, the admin API), which is recorded. Clients are told apart by their loopback
+ * source address (127.0.0.2 ... .6), as hosts sharing a proxy would be.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -34,8 +35,8 @@ for (const target of storeTargets()) {
     let pgStore: TestStore | null = null;
     let storeUrl: string;
     let dir: string;
-    let curlRun = '';
-    let undiciRun = '';
+    const curlRun = 'curl-loop';
+    const undiciRun = 'undici-loop';
 
     beforeAll(async () => {
       tracker = await startIssueTracker();
@@ -104,26 +105,26 @@ for (const target of storeTargets()) {
       return { status: Number(stdout.slice(cut + 1)), json: JSON.parse(stdout.slice(0, cut) || '{}') };
     }
 
-    it('halts an agent that loops on one effect with a new connection per call (curl), without Effectgate-Run', async () => {
+    const named = (run: string): string[] => [`effectgate-run: ${run}`];
+
+    it('halts a named run that loops on one effect with a new connection per call (curl)', async () => {
       const statuses: number[] = [];
       let last: Answer | undefined;
       for (let i = 0; i < 5; i++) {
-        last = await curl('127.0.0.2', 'loop by curl');
+        last = await curl('127.0.0.2', 'loop by curl', named(curlRun));
         statuses.push(last.status);
       }
       expect(statuses).toEqual([201, 409, 409, 409, 429]);
-      expect(last!.json).toMatchObject({ verdict: 'halted', duplicate_skips: 3 });
-      curlRun = String(last!.json['run_id']);
-      expect(curlRun).toMatch(/^auto-/);
+      expect(last!.json).toMatchObject({ verdict: 'halted', duplicate_skips: 3, run_id: curlRun });
       // Halted means halted: its next new effect is refused too, and nothing more reached the tracker.
-      const fresh = await curl('127.0.0.2', 'a new effect of the looping agent');
+      const fresh = await curl('127.0.0.2', 'a new effect of the looping agent', named(curlRun));
       expect(fresh.status).toBe(429);
       expect(fresh.json['detail']).toContain(`effectgate runs release ${curlRun}`);
       expect(created('loop by curl')).toBe(1);
       expect(created('a new effect of the looping agent')).toBe(0);
     });
 
-    it('halts an agent that loops on one keep-alive connection (undici)', async () => {
+    it('halts a named run that loops on one keep-alive connection (undici)', async () => {
       const pool = new Pool(proxy.url, { connections: 1, connect: { localAddress: '127.0.0.4' } });
       try {
         const statuses: number[] = [];
@@ -133,26 +134,52 @@ for (const target of storeTargets()) {
             method: 'POST',
             // Absolute-form, as an HTTP proxy client sends a plain-HTTP target.
             path: `${tracker.url}${COLLECTION}`,
-            headers: { host: new URL(tracker.url).host, 'content-type': 'application/json' },
+            headers: {
+              host: new URL(tracker.url).host,
+              'content-type': 'application/json',
+              'effectgate-run': undiciRun,
+            },
             body: JSON.stringify({ title: 'loop by undici' }),
           });
           statuses.push(res.statusCode);
           body = (await res.body.json()) as Record<string, unknown>;
         }
         expect(statuses).toEqual([201, 409, 409, 409, 429]);
-        undiciRun = String(body['run_id']);
-        expect(undiciRun).toMatch(/^auto-/);
-        expect(undiciRun).not.toBe(curlRun);
+        expect(body['run_id']).toBe(undiciRun);
         expect(created('loop by undici')).toBe(1);
       } finally {
         await pool.close();
       }
     });
 
-    it('refuses a client that names a derived run (it could halt another client with it)', async () => {
+    it('an unnamed agent is never halted; an unrelated later process with a new effect is allowed', async () => {
+      const statuses: number[] = [];
+      let last: Answer | undefined;
+      for (let i = 0; i < 6; i++) {
+        last = await curl('127.0.0.6', 'loop without a run name');
+        statuses.push(last.status);
+      }
+      expect(statuses).toEqual([201, 409, 409, 409, 409, 409]);
+      // The source is the derived run of this address, not "this agent's own run".
+      expect(last!.json).toMatchObject({
+        verdict: 'duplicate',
+        duplicate_skips: 5,
+        source: { derived_run: true, same_address: true },
+      });
+      expect(String(last!.json['detail'])).not.toContain('halts the run');
+      // Another process on the same host (the same address, the same derived run) pays for something else.
+      expect((await curl('127.0.0.6', 'another process, another payment')).status).toBe(201);
+      expect(created('loop without a run name')).toBe(1);
+      expect(created('another process, another payment')).toBe(1);
+    });
+
+    it('refuses a client that names a derived run (it could join another client with it)', async () => {
       const before = tracker.posts(COLLECTION).length;
+      const dup = await curl('127.0.0.6', 'loop without a run name');
+      const derived = String((dup.json['source'] as { run_id: string }).run_id);
+      expect(derived).toMatch(/^auto-/);
       for (const title of ['hijack', 'hijack', 'hijack', 'hijack', 'hijack']) {
-        const r = await curl('127.0.0.5', title, [`effectgate-run: ${undiciRun}`]);
+        const r = await curl('127.0.0.5', title, [`effectgate-run: ${derived}`]);
         expect(r.status).toBe(400);
         expect(String(r.json['detail'])).toContain('must not start with auto-');
       }
@@ -210,9 +237,9 @@ for (const target of storeTargets()) {
       expect(again.stderr).toContain('EG_ERR_RUN_STATE');
 
       // The same client and run (not idle): decided as usual again, its counts from zero.
-      const next = await curl('127.0.0.2', 'after the release');
+      const next = await curl('127.0.0.2', 'after the release', named(curlRun));
       expect(next.status).toBe(201);
-      const dup = await curl('127.0.0.2', 'loop by curl');
+      const dup = await curl('127.0.0.2', 'loop by curl', named(curlRun));
       expect(dup.status).toBe(409);
       expect(dup.json).toMatchObject({ duplicate_skips: 1, source: expect.any(Object) });
       // The other halted run is untouched.
@@ -221,7 +248,11 @@ for (const target of storeTargets()) {
         const res = await pool.request({
           method: 'POST',
           path: `${tracker.url}${COLLECTION}`,
-          headers: { host: new URL(tracker.url).host, 'content-type': 'application/json' },
+          headers: {
+            host: new URL(tracker.url).host,
+            'content-type': 'application/json',
+            'effectgate-run': undiciRun,
+          },
           body: JSON.stringify({ title: 'undici after the other release' }),
         });
         expect(res.statusCode).toBe(429);
@@ -247,16 +278,20 @@ for (const target of storeTargets()) {
       expect(run.decisions.map((d) => d.id)).toContain(run.runs[0]!.releases[0]!.haltDecisionId);
     });
 
-    it('keeps a halted client halted across a restart and past the idle bound, until it is released', async () => {
+    it('keeps a halted named run halted across a restart, until it is released', async () => {
       await proxy.stop();
-      proxy = await start('--run-idle', '1s');
+      proxy = await start();
       const send = async (title: string): Promise<Answer> => {
         const pool = new Pool(proxy.url, { connections: 1, connect: { localAddress: '127.0.0.4' } });
         try {
           const res = await pool.request({
             method: 'POST',
             path: `${tracker.url}${COLLECTION}`,
-            headers: { host: new URL(tracker.url).host, 'content-type': 'application/json' },
+            headers: {
+              host: new URL(tracker.url).host,
+              'content-type': 'application/json',
+              'effectgate-run': undiciRun,
+            },
             body: JSON.stringify({ title }),
           });
           return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
@@ -264,13 +299,11 @@ for (const target of storeTargets()) {
           await pool.close();
         }
       };
-      // A new gate process derives a new run for the client, and the client's halt still holds.
+      // A new gate process: the run's halt is in the store and still holds.
       const after = await send('after the restart');
       expect(after.status).toBe(429);
       expect(after.json).toMatchObject({ verdict: 'halted', run_id: undiciRun });
-      await new Promise((r) => setTimeout(r, 1_200));
-      expect((await send('after the idle bound')).status).toBe(429);
-      expect(created('after the restart') + created('after the idle bound')).toBe(0);
+      expect(created('after the restart')).toBe(0);
 
       const release = await fetch(`${proxy.adminUrl}/api/runs/${encodeURIComponent(undiciRun)}/release`, {
         method: 'POST',

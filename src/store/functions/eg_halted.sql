@@ -1,7 +1,7 @@
 -- The loop breaker, step (a) of eg_decide (migration 0009): answers `halted` (recording the
 -- decision and, on the proposal that halts the run, the halt) or returns null for the steps that
--- follow. eg_skip counts per run and key (why per key: eg_skip.sql); eg_release_run lets a
--- halted run go on. Takes no lock before the halt's UPDATE of the run's own row.
+-- follow, for named runs only. eg_skip counts per run and key (why per key: eg_skip.sql);
+-- eg_release_run lets a halted run go on. Takes no lock before the halt's UPDATE of the run's own row.
 create or replace function eg_halted(p jsonb, p_input text) returns json language plpgsql as $$
 declare
   v_scope jsonb := p -> 'scope';
@@ -18,9 +18,15 @@ declare
   v_halt_skips int;
   v_releases int;
   v_skipped_op text;
-  v_halted_run text;
   v_op text;
 begin
+  -- Only a named run halts (Effectgate-Run, the interceptor's run, --run-id): a run the gate
+  -- derived (derivedClient set) is every process of one scope behind one address, not one agent's
+  -- run, and halting it refused other processes' different effects. Its skips are still counted
+  -- (eg_skip: the run page shows them), and each duplicate is still answered as one.
+  if p ->> 'derivedClient' is not null then
+    return null;
+  end if;
   -- A run's row is written on its first duplicate skip (eg_skip), so a run with none costs one
   -- probe here. A halted run is answered `halted` whatever it proposes, until an
   -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
@@ -37,19 +43,6 @@ begin
     left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
       and h.run_id = r.id and h.key_hash = r.halted_key_hash
     where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.id = v_run;
-  v_halted_run := v_run;
-  -- A derived run (no Effectgate-Run): a halted earlier derived run of the same client of the same
-  -- gate instance (derivedClient holds both) halts it too, so neither the idle bound nor a restart
-  -- (a new derived id) lets a looping client go on.
-  if v_halted_at is null and p ->> 'derivedClient' is not null then
-    select r.id, r.halted_at, r.halt_decision_id, h.skips into v_halted_run, v_halted_at, v_halt_decision, v_halt_skips
-      from runs r left join run_key_skips h on h.tenant = r.tenant and h.area = r.area and h.agent = r.agent
-        and h.run_id = r.id and h.key_hash = r.halted_key_hash
-      where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent and r.client = p ->> 'derivedClient'
-        and r.halted_at is not null
-      order by r.halted_at limit 1;
-    v_halted_run := coalesce(v_halted_run, v_run);
-  end if;
   -- Only while that effect is still done by the operation it was skipped for: past its window the
   -- key is a new effect, and its next skip counts from one (eg_skip). A delegated worker's claim
   -- of that very operation is the same done effect whatever its key holds now (eg_delegated).
@@ -83,13 +76,10 @@ begin
       case when v_halt_decision = v_decision
         then format('loop_breaker: run %s proposed again an effect it was told %s times is done (operation %s; max %s)',
           v_run, v_halt_skips, v_op, v_max_skips)
-        when v_halted_run = v_run
-          then format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision)
-        else format('run_halted: this client''s run %s is halted since %s (decision %s)', v_halted_run,
-          eg_iso(v_halted_at), v_halt_decision) end,
+        else format('run_halted: run %s is halted since %s (decision %s)', v_run, eg_iso(v_halted_at), v_halt_decision) end,
       v_op, null, v_key ->> 'hash', null, json_build_object('duplicateSkips', v_halt_skips,
         'maxDuplicateSkips', v_max_skips, 'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision));
-    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_halted_run,
+    return json_build_object('verdict', 'halted', 'decisionId', v_decision, 'runId', v_run,
       'duplicateSkips', coalesce(v_halt_skips, v_max_skips),
       'haltedAt', eg_iso(v_halted_at), 'haltDecisionId', v_halt_decision, 'operationId', v_op);
   end if;

@@ -34,7 +34,7 @@ begin
     returning shadow_skips into v_skips;
     return v_skips;
   end if;
-  -- client: the address a derived run was derived from (eg_decide step a finds its halt by it).
+  -- client: the address a derived run was derived from (it never halts: eg_halted.sql; the run page names it).
   insert into runs as r (tenant, area, agent, id, duplicate_skips, client)
   values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 1, p ->> 'derivedClient')
   on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1;

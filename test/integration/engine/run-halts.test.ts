@@ -1,9 +1,9 @@
 /**
- * Whose runs a halt reaches (from the run model's second hostile review): a
- * derived run's halt follows its client on the same gate instance (a restart of it, the idle
- * bound), and no further: not another in-process gate, not another sidecar replica that also sees
- * its agent at 127.0.0.1, not a new fixed run id. A delegated worker that loops on a done
- * operation halts even after the key's window ended.
+ * Whose runs a halt reaches: only the named run that earned it. A run the gate derives (no
+ * Effectgate-Run) is every process of a scope behind one address, so it never halts, and a duplicate
+ * from it says so (`same_address`, `derived_run`) instead of "your own run". A named run's halt
+ * outlives a restart of its gate; a new fixed run id starts clean. A delegated worker that loops on
+ * a done operation halts even after the key's window ended.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGate, type Gate } from '../../../src/engine/index.js';
@@ -87,39 +87,77 @@ for (const target of storeTargets()) {
       await store?.close();
     });
 
-    async function loopUntilHalted(g: Gate, name: string, at: { client?: string } = {}): Promise<void> {
+    async function loopUntilHalted(
+      g: Gate,
+      name: string,
+      at: { client?: string; run?: string } = {},
+    ): Promise<void> {
       const statuses: number[] = [];
       for (let i = 0; i < 4; i++)
         statuses.push((await g.handle(post(upstream, name, at), client.send)).status);
       expect(statuses).toEqual([201, 409, 409, 429]);
     }
 
-    it('an in-process agent’s loop halts neither another in-process agent of the scope nor its next run', async () => {
+    /** Proposes `name` five times from a run the gate derives: answered, never halted. */
+    async function loopDerived(g: Gate, name: string, at: { client?: string } = {}): Promise<unknown> {
+      const statuses: number[] = [];
+      let last: unknown = null;
+      for (let i = 0; i < 5; i++) {
+        const res = await g.handle(post(upstream, name, at), client.send);
+        statuses.push(res.status);
+        last = JSON.parse(new TextDecoder().decode(res.body));
+      }
+      expect(statuses).toEqual([201, 409, 409, 409, 409]);
+      return last;
+    }
+
+    it('an unnamed in-process agent is never halted: every repeat is a duplicate, and its next effect goes out', async () => {
       const a = await gate({ instanceId: 'host-a/in-process' });
-      const b = await gate({ instanceId: 'host-b/in-process' });
-      await loopUntilHalted(a, 'loop-in-a');
-      expect((await b.handle(post(upstream, 'b-own-effect'), client.send)).status).toBe(201);
-      expect((await a.handle(post(upstream, 'a-new-effect'), client.send)).status).toBe(429);
+      const last = await loopDerived(a, 'loop-in-a');
+      // Not "proposing it again halts the run": nothing halts a derived run.
+      expect(last).toMatchObject({ verdict: 'duplicate', duplicate_skips: 4 });
+      expect(String((last as { detail: string }).detail)).not.toContain('halts the run');
+      expect((await a.handle(post(upstream, 'a-new-effect'), client.send)).status).toBe(201);
+      expect(await store.listRuns({ halted: true })).toEqual([]);
     });
 
-    it('one sidecar replica’s agent looping does not halt another replica’s (both at 127.0.0.1)', async () => {
-      const pod1 = await gate({ instanceId: 'pod-1/127.0.0.1:8080', agent: 'triage-bot' });
-      const pod2 = await gate({ instanceId: 'pod-2/127.0.0.1:8080', agent: 'triage-bot' });
-      await loopUntilHalted(pod1, 'loop-in-pod-1', { client: '127.0.0.1' });
+    it('processes sharing one address: a duplicate is attributed to the address, and another process’s new effect is allowed', async () => {
+      const pod = await gate({ instanceId: 'pod-1/127.0.0.1:8080', agent: 'triage-bot' });
+      const last = (await loopDerived(pod, 'loop-in-pod-1', { client: '127.0.0.1' })) as {
+        source: Record<string, unknown>;
+        detail: string;
+      };
+      // Same derived run id as the proposal's: the same address, not necessarily the same process.
+      expect(last.source).toMatchObject({ derived_run: true, same_address: true });
+      expect(last.detail).toContain('not necessarily this process');
       expect(
-        (await pod2.handle(post(upstream, 'pod-2-effect', { client: '127.0.0.1' }), client.send)).status,
+        (await pod.handle(post(upstream, 'other-process-payment', { client: '127.0.0.1' }), client.send))
+          .status,
       ).toBe(201);
     });
 
-    it('the same gate instance, restarted, keeps its looping client halted', async () => {
+    it('a named run’s duplicate of a derived run’s effect says the source was derived, not its own', async () => {
+      const g = await gate({ instanceId: 'host-b/in-process' });
+      expect((await g.handle(post(upstream, 'by-derived'), client.send)).status).toBe(201);
+      const res = await g.handle(post(upstream, 'by-derived', { run: 'named-1' }), client.send);
+      expect(res.status).toBe(409);
+      const body = JSON.parse(new TextDecoder().decode(res.body)) as { source: Record<string, unknown> };
+      expect(body.source).toMatchObject({ derived_run: true, same_address: false });
+    });
+
+    it('a named run halts, and stays halted across a restart of its gate; another run does not', async () => {
       const first = await gate({ instanceId: 'host-c/127.0.0.1:8080', agent: 'restarts' });
-      await loopUntilHalted(first, 'loop-before-restart', { client: '10.0.0.7' });
+      await loopUntilHalted(first, 'loop-before-restart', { run: 'looping-run' });
       await first.close();
       const again = await gate({ instanceId: 'host-c/127.0.0.1:8080', agent: 'restarts' });
-      const res = await again.handle(post(upstream, 'after-restart', { client: '10.0.0.7' }), client.send);
+      const res = await again.handle(post(upstream, 'after-restart', { run: 'looping-run' }), client.send);
       expect(res.status).toBe(429);
       expect(
-        (await again.handle(post(upstream, 'other-client', { client: '10.0.0.8' }), client.send)).status,
+        (await again.handle(post(upstream, 'other-run', { run: 'other-run' }), client.send)).status,
+      ).toBe(201);
+      // The unnamed traffic of the same address is not that run.
+      expect(
+        (await again.handle(post(upstream, 'unnamed', { client: '127.0.0.1' }), client.send)).status,
       ).toBe(201);
     });
 
