@@ -36,7 +36,7 @@ export function factsForDecision(
       const s = result.source;
       // A derived run is every process of the scope behind one address: the same id is not
       // evidence that this agent did it (another process on the same host may have).
-      const sameAddress = s !== null && run !== null && run.derived && s.runId === run.id;
+      const sameAddress = s !== null && run?.derived === true && s.runId === run.id;
       const derivedSource = s?.runId != null && isDerivedRun(s.runId);
       const whose = sameAddress
         ? ', the run the gate derived for every client of this scope at this address (not necessarily this process)'
