@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
 /** One issue the fake tracker created: an effect in its ledger. */
@@ -54,11 +55,15 @@ export class DemoApi {
 
   readonly #onPost: ((post: DemoPost) => void) | undefined;
 
-  private constructor(onPost?: (post: DemoPost) => void) {
+  private constructor(
+    onPost?: (post: DemoPost) => void,
+    tls?: { readonly key: string; readonly cert: string },
+  ) {
     this.#onPost = onPost;
-    this.#server = createServer((req, res) => {
+    const handler = (req: IncomingMessage, res: ServerResponse): void => {
       this.#handle(req, res).catch(() => res.destroy());
-    });
+    };
+    this.#server = tls === undefined ? createServer(handler) : createHttpsServer(tls, handler);
   }
 
   /**
@@ -66,19 +71,24 @@ export class DemoApi {
    * every POST as the tracker records it (`demo --api-only` prints its ledger so).
    */
   static async start(
-    options: { readonly port?: number; readonly onPost?: (post: DemoPost) => void } = {},
+    options: {
+      readonly port?: number;
+      readonly onPost?: (post: DemoPost) => void;
+      /** Serve HTTPS with this key pair (a stand-in for a real API, `demo --api-only --tls HOST`). */
+      readonly tls?: { readonly key: string; readonly cert: string };
+    } = {},
   ): Promise<DemoApi> {
-    const api = new DemoApi(options.onPost);
+    const api = new DemoApi(options.onPost, options.tls);
     await new Promise<void>((resolve, reject) => {
       api.#server.once('error', reject);
       api.#server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
     });
     const addr = api.#server.address() as AddressInfo;
-    api.#base = `http://127.0.0.1:${addr.port}`;
+    api.#base = `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${addr.port}`;
     return api;
   }
 
-  /** `http://127.0.0.1:<port>` */
+  /** `http://127.0.0.1:<port>` (`https://` with `tls`) */
   get url(): string {
     return this.#base;
   }

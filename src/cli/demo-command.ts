@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { ProxyAgent, request } from 'undici';
 import { parseListen } from '../config/index.js';
 import { loadPolicies } from '../policy/index.js';
+import { CertificateAuthority, initCertificateAuthority, type LeafCertificate } from '../proxy/index.js';
 import { DemoApi } from './demo-api.js';
 import { DEMO_TOOL, demoPolicy } from './demo-policy.js';
 import { DemoInterrupted, walkThrough } from './demo-walkthrough.js';
@@ -20,10 +21,12 @@ export const DEMO_OPTIONS = {
   port: { type: 'string', default: '0' },
   'api-only': { type: 'boolean', default: false },
   'api-port': { type: 'string', default: String(EXAMPLE_TRACKER_PORT) },
+  tls: { type: 'string' },
+  'ca-out': { type: 'string', default: 'stand-in-ca.pem' },
 } as const satisfies FlagTable;
 
 export const USAGE = `usage: effectgate demo [--no-wait] [--port PORT]
-       effectgate demo --api-only [--api-port PORT]
+       effectgate demo --api-only [--api-port PORT] [--tls HOST [--ca-out FILE]]
   Starts a fake issue tracker and the proxy in front of it on 127.0.0.1, on a fresh embedded store in
   a temporary directory, and walks through what the gate does: an allowed effect, a duplicate, a lost
   response, the held retry, its approval and the trail. Then it leaves the admin UI up until Ctrl-C,
@@ -33,7 +36,12 @@ export const USAGE = `usage: effectgate demo [--no-wait] [--port PORT]
   --api-only   only the fake issue tracker, for the README's walk-through with npm start: on
                127.0.0.1, where policies/example-tracker.yaml governs it; prints every effect it
                performs, until Ctrl-C
-  --api-port PORT  its port with --api-only (default ${EXAMPLE_TRACKER_PORT})`;
+  --api-port PORT  its port with --api-only (default ${EXAMPLE_TRACKER_PORT})
+  --tls HOST   with --api-only: serve HTTPS as HOST (say api.github.com, whose create-issue route it
+               has), with a certificate from a throwaway CA of its own: a stand-in for trying shipped
+               policies (README "Trying shipped policies against a stand-in")
+  --ca-out FILE  (default stand-in-ca.pem) where --tls writes that CA's certificate, for the
+               gate's upstream-ca setting`;
 
 /** How long the gate waits for calls in flight on Ctrl-C: the demo has none by then. */
 const DRAIN_MS = 2_000;
@@ -53,8 +61,11 @@ export async function runDemo(argv: readonly string[]): Promise<number> {
     process.stderr.write(`effectgate: demo takes no arguments\n${USAGE}\n`);
     return 2;
   }
-  if (values['api-only'])
-    return serveTracker(parseListen('--api-port', `127.0.0.1:${values['api-port']}`).port);
+  if (values['api-only']) {
+    const port = parseListen('--api-port', `127.0.0.1:${values['api-port']}`).port;
+    const tls = values.tls === undefined ? undefined : await standInCertificate(values.tls, values['ca-out']);
+    return serveTracker(port, tls, values.tls, values['ca-out']);
+  }
   const admin = parseListen('--port', `127.0.0.1:${values.port}`);
   const say = (lines: readonly string[]): void => {
     process.stdout.write(`${lines.join('\n')}\n`);
@@ -194,10 +205,32 @@ function parseJson(text: string): Record<string, unknown> {
  * `demo --api-only`: the fake tracker alone, as the destination the README's agent calls through
  * `npm start`; each POST it records is printed, so a reader sees the destination's own ledger.
  */
-async function serveTracker(port: number): Promise<number> {
+/**
+ * A key pair for `host` from a throwaway CA made in a temporary directory (removed again), whose
+ * certificate is written to `caOut`: what the gate's `--upstream-ca` trusts, and nothing else does.
+ */
+async function standInCertificate(host: string, caOut: string): Promise<LeafCertificate> {
+  const dir = await mkdtemp(join(tmpdir(), 'effectgate-stand-in-ca-'));
+  try {
+    const caPem = await initCertificateAuthority({ dir });
+    const leaf = await (await CertificateAuthority.load(dir)).leafFor(host);
+    await writeFile(caOut, caPem);
+    return leaf;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function serveTracker(
+  port: number,
+  tls?: LeafCertificate,
+  tlsHost?: string,
+  caOut?: string,
+): Promise<number> {
   const signal = stopSignal();
   const api = await DemoApi.start({
     port,
+    ...(tls === undefined ? {} : { tls }),
     onPost: (post) => {
       const what =
         post.result === 'created'
@@ -212,7 +245,9 @@ async function serveTracker(port: number): Promise<number> {
   });
   try {
     process.stdout.write(
-      `example issue tracker listening on ${api.url} (POST /repos/OWNER/REPO/issues; policies/example-tracker.yaml governs it); Ctrl-C stops it\n`,
+      tls === undefined
+        ? `example issue tracker listening on ${api.url} (POST /repos/OWNER/REPO/issues; policies/example-tracker.yaml governs it); Ctrl-C stops it\n`
+        : `example issue tracker listening on ${api.url} as ${tlsHost} (POST /repos/OWNER/REPO/issues; its CA certificate for the gate's --upstream-ca: ${caOut}); Ctrl-C stops it\n`,
     );
     await signal;
     return 0;

@@ -8,7 +8,7 @@
  * fresh directory). The fake tracker keeps 9090: policies/example-tracker.yaml names it.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,13 +47,18 @@ interface Started {
 }
 
 /** Runs `command` with bash in `cwd`, resolving once its output matches `ready`. */
-function startShell(command: string, cwd: string, ready: RegExp): Promise<Started> {
+function startShell(
+  command: string,
+  cwd: string,
+  ready: RegExp,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<Started> {
   // As on a newcomer's machine: no DATABASE_URL (the suite's would make npm start use that shared
   // database instead of the embedded store the README describes).
   const { DATABASE_URL: _, ...env } = process.env;
   const child = spawn('bash', ['-c', `exec ${command}`], {
     cwd,
-    env: { ...env, EFFECTGATE_LOG_LEVEL: 'warn' },
+    env: { ...env, EFFECTGATE_LOG_LEVEL: 'warn', ...extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -171,4 +176,71 @@ describe('the README, pasted', () => {
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('Disk full on db-1');
   }, 90_000);
+});
+
+/**
+ * "Trying shipped policies against a stand-in", then the curl, Python and Node lines of "Gating
+ * curl, Python and Node agents", each block as written: the gate's CA made under a fresh HOME, the
+ * demo tracker as an HTTPS stand-in for api.github.com, the proxy with the shipped policies and
+ * `--resolve`, and the three clients. The ports the README calls examples (8080, 9443) are free
+ * ones; `npx effectgate` is the repository's bin; the directory holds `policies/` and, for the
+ * Node line's `require("undici")`, the repository's `node_modules`.
+ */
+describe('the README, pasted: shipped policies against a stand-in', () => {
+  let dir: string;
+  let home: string;
+  let proxyPort: number;
+  let standInPort: number;
+  let standIn: Started | undefined;
+  let proxy: Started | undefined;
+  const pasted = (block: string): string =>
+    block
+      .replaceAll('127.0.0.1:8080', `127.0.0.1:${proxyPort}`)
+      .replaceAll('9443', String(standInPort))
+      .replaceAll('npx effectgate', `node ${BIN}`);
+  const env = (): NodeJS.ProcessEnv => {
+    const { DATABASE_URL: _, ...rest } = process.env;
+    // A shell whose no_proxy covers loopback (common in images) changes nothing for api.github.com.
+    return { ...rest, HOME: home, no_proxy: 'localhost,127.0.0.1', NO_PROXY: 'localhost,127.0.0.1' };
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'effectgate-readme-stand-in-'));
+    home = join(dir, 'home');
+    mkdirSync(home);
+    symlinkSync(join(REPO, 'policies'), join(dir, 'policies'));
+    symlinkSync(join(REPO, 'node_modules'), join(dir, 'node_modules'));
+    proxyPort = await freePort();
+    standInPort = await freePort();
+  });
+
+  afterAll(async () => {
+    await stop(proxy);
+    await stop(standIn);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('curl, Python urllib and Node fetch: 201 allow, then the duplicate twice; one issue at the stand-in', async () => {
+    const [caInit, standInBlock, gateBlock] = shellBlocks(
+      section('Trying shipped policies against a stand-in'),
+    );
+    await execFileP('bash', ['-c', pasted(caInit!)], { cwd: dir, env: env() });
+    standIn = await startShell(
+      pasted(standInBlock!.trim()),
+      dir,
+      /example issue tracker listening on/,
+      env(),
+    );
+    expect(standIn.out()).toContain(`https://127.0.0.1:${standInPort} as api.github.com`);
+    proxy = await startShell(pasted(gateBlock!.trim()), dir, /proxy listening on/, env());
+
+    const [agents] = shellBlocks(section('Gating curl, Python and Node agents, with or without a sidecar'));
+    // Each of the three sends its JSON as JSON (else a governed route refuses it 422).
+    expect(agents!.match(/content-type"?: ?"?application\/json/g)).toHaveLength(3);
+    const { stdout } = await execFileP('bash', ['-c', pasted(agents!)], { cwd: dir, env: env() });
+    expect(stdout.trim().split('\n'), stdout).toEqual(['201 allow', '422 duplicate', '422 duplicate']);
+    // The stand-in's own ledger: one issue, created once, under the gate's Idempotency-Key.
+    expect(standIn.out().match(/created issue/g), standIn.out()).toHaveLength(1);
+    expect(standIn.out()).toMatch(/Idempotency-Key [0-9a-f-]{36}: created issue #1 "Disk full"/);
+  }, 120_000);
 });
