@@ -1,7 +1,8 @@
 /**
  * Runs the Python client scripts beside this file (one per library) with Debian's Python, where
- * Debian's packages of the libraries are installed (scripts/ensure-clients.mjs), and reads the
- * JSON line each prints per call (report.py).
+ * Debian's packages of the libraries are installed, or with the virtual environment that holds
+ * the MCP Python SDK (both made by scripts/ensure-clients.mjs), and reads the JSON line each
+ * prints per call (report.py).
  */
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -9,9 +10,12 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 const DIR = new URL('./', import.meta.url).pathname;
+const ROOT = new URL('../../../', import.meta.url).pathname;
 
 /** Debian's interpreter: the packages below are installed for it, not for another Python on PATH. */
 export const PYTHON = '/usr/bin/python3';
+/** The MCP Python SDK is not packaged by Debian: a virtual environment with it, beside the npm cache. */
+export const MCP_PYTHON = `${ROOT}node_modules/.cache/effectgate-python-mcp/bin/python`;
 
 /** One call as the client library surfaced it. */
 export interface ClientCall {
@@ -29,25 +33,26 @@ export interface ClientCall {
  * Why a client cannot run here (no Debian Python, or its module does not import), or null. A
  * suite skips that client with this reason rather than passing without it.
  */
-export function pythonModuleMissing(module: string): string | null {
-  if (!existsSync(PYTHON)) return `${PYTHON} not found (Debian: python3)`;
+export function pythonModuleMissing(module: string, python: string = PYTHON): string | null {
+  if (!existsSync(python)) return `${python} not found (run node scripts/ensure-clients.mjs)`;
   try {
-    execFileSync(PYTHON, ['-c', `import ${module}`], { stdio: 'ignore', timeout: 30_000 });
+    execFileSync(python, ['-c', `import ${module}`], { stdio: 'ignore', timeout: 30_000 });
     return null;
   } catch {
-    return `${PYTHON} cannot import ${module} (run node scripts/ensure-clients.mjs)`;
+    return `${python} cannot import ${module} (run node scripts/ensure-clients.mjs)`;
   }
 }
 
 /** Runs `script` with `args` and `env` (added to this process's), bounded by `timeoutMs`. */
-export async function runPythonClient(
+export async function runPythonClient<T = ClientCall>(
   script: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv,
-  timeoutMs = 60_000,
-): Promise<ClientCall[]> {
+  options: { readonly python?: string; readonly timeoutMs?: number } = {},
+): Promise<T[]> {
+  const timeoutMs = options.timeoutMs ?? 60_000;
   try {
-    const { stdout } = await run(PYTHON, [`${DIR}${script}`, ...args], {
+    const { stdout } = await run(options.python ?? PYTHON, [`${DIR}${script}`, ...args], {
       env: { ...process.env, ...env },
       timeout: timeoutMs,
     });
@@ -55,7 +60,7 @@ export async function runPythonClient(
       .trim()
       .split('\n')
       .filter((line) => line !== '')
-      .map((line) => JSON.parse(line) as ClientCall);
+      .map((line) => JSON.parse(line) as T);
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string; message: string };
     throw new Error(`${script} ${args.join(' ')} failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);

@@ -26,11 +26,13 @@
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { type CallToolResult, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
+import type { SelfSignedCert } from '../../helpers/upstream.js';
 
 export interface Execution {
   readonly tool: string;
@@ -53,7 +55,7 @@ export interface ReceivedCall {
 }
 
 export interface TicketServer {
-  /** `http://127.0.0.1:PORT/mcp` */
+  /** `http://127.0.0.1:PORT/mcp` (`https://` with `tls`) */
   readonly url: string;
   readonly ledger: readonly Execution[];
   readonly calls: readonly ReceivedCall[];
@@ -64,7 +66,10 @@ export interface TicketServer {
   close(): Promise<void>;
 }
 
-export async function startTicketServer(): Promise<TicketServer> {
+/** With `tls` it serves HTTPS with that key pair (`selfSignedCert()`). */
+export async function startTicketServer(
+  options: { readonly tls?: SelfSignedCert } = {},
+): Promise<TicketServer> {
   const ledger: Execution[] = [];
   const calls: ReceivedCall[] = [];
   const seen = new Map<string, number>();
@@ -232,18 +237,20 @@ export async function startTicketServer(): Promise<TicketServer> {
     await transport.handleRequest(req, res, body);
   };
 
-  const server = createServer((req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
     handle(req, res).catch((err: unknown) => {
       if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
       res.end(String(err));
     });
-  });
+  };
+  const server =
+    options.tls === undefined ? createServer(listener) : createHttpsServer(options.tls, listener);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}/mcp`,
     ledger,
     calls,
     executionsOf: (subject) => ledger.filter((e) => e.subject === subject),
