@@ -29,7 +29,7 @@ export const RESERVATION_WAIT_BUCKETS: readonly number[] = [
   0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30,
 ];
 
-const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown', 'open'];
+const OUTCOMES: readonly UpstreamOutcome[] = ['succeeded', 'failed', 'unknown', 'open', 'accepted'];
 const RECONCILIATIONS: readonly ReconciliationResult[] = ['match', 'none', 'multiple', 'inconclusive'];
 
 /** What became of a policy reload: served from now on, or refused with the previous set kept. */

@@ -5,7 +5,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** What a destination's answer settled for an attempt, and which rule said so. */
 export interface AnswerOutcome {
-  readonly state: OutcomeClass;
+  /** `accepted`: a status in `outcome.accepted` (202): taken, not done. */
+  readonly state: OutcomeClass | 'accepted';
   /** What decided, for the trail: `status 201`, `failed_if $.ok == false`, `unreadable answer (not JSON)`. */
   readonly rule: string;
   /** The destination's error code (`outcome.error_code`), only when the state is not succeeded. */
@@ -58,6 +59,9 @@ export function readsAnswer(tool: Tool): boolean {
  * status alone, and it cannot see the rest.
  */
 export function answerOutcome(tool: Tool, status: number, body: Uint8Array): AnswerOutcome {
+  // Accepted, not done: neither a success to confirm nor a failure to release (migration 0015).
+  if (tool.outcome.accepted.includes(status))
+    return { state: 'accepted', rule: `accepted ${status}`, errorCode: null };
   const byStatus = tool.outcome.classify(status);
   if (!readsAnswer(tool)) return { state: byStatus, rule: `status ${status}`, errorCode: null };
   let answer: AnswerJson | null = null;
@@ -93,6 +97,29 @@ export function settleByAnswer(
     }
   }
   return { ...decided, errorCode: decided.state === 'succeeded' ? null : errorCodeOf(tool, read) };
+}
+
+/**
+ * The reference of work a destination accepted: the tool's `outcome.accepted_ref` in the JSON
+ * answer, else the `Location` header (RFC 9110 §15.3.3: where the status of the work can be
+ * monitored), at most 2048 characters; `null` when there is none.
+ */
+export function acceptedRefOf(
+  tool: Tool,
+  headers: Readonly<Record<string, string | string[]>>,
+  body: Uint8Array,
+): string | null {
+  let found: unknown;
+  if (tool.outcome.acceptedRef !== null) {
+    const answer = readAnswerJson(body);
+    found = answer.ok ? tool.outcome.acceptedRef.evaluate(answer.value)[0] : undefined;
+  } else {
+    const location = headers['location'];
+    found = Array.isArray(location) ? location[0] : location;
+  }
+  if (found === undefined || found === null || found === '') return null;
+  const text = typeof found === 'string' ? found : JSON.stringify(found);
+  return text.length > 2048 ? text.slice(0, 2048) : text;
 }
 
 /** `outcome.error_code` read from the answer: a short identifier-like scalar, else nothing. */

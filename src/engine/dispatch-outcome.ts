@@ -1,7 +1,7 @@
 import { errorAnswer } from '../errors.js';
 import type { Tool } from '../policy/index.js';
 import type { DecideResult, OutcomeInput } from '../store/index.js';
-import { answerOutcome } from './answer-outcome.js';
+import { acceptedRefOf, answerOutcome } from './answer-outcome.js';
 import { contentTypeOf } from './argument-document.js';
 import { sha256Ref } from './canonical-json.js';
 import type { StreamSettlement } from './event-stream-watch.js';
@@ -122,7 +122,10 @@ export function outcomeOf(
   return {
     ...received,
     operationState: answer.state,
-    destinationRef: extractDestinationRef(tool, sent.body),
+    destinationRef:
+      answer.state === 'accepted'
+        ? acceptedRefOf(tool, sent.headers, sent.body)
+        : extractDestinationRef(tool, sent.body),
     error: null,
     outcomeRule: answer.rule,
     errorCode: answer.errorCode,

@@ -2,7 +2,7 @@ import type { ReconciliationResult, Verdict } from '../store/index.js';
 
 /** How a governed dispatch ended, by the tool's `outcome` contract (a timeout is `unknown`). */
 /** `open`: answered without running the tool (MCP `input_required`), awaiting the call's continuation. */
-export type UpstreamOutcome = 'succeeded' | 'failed' | 'unknown' | 'open';
+export type UpstreamOutcome = 'succeeded' | 'failed' | 'unknown' | 'open' | 'accepted';
 
 /**
  * What happened to an outcome the store could not take at once (the outbox): queued for retries,

@@ -11,7 +11,8 @@ const decoder = new TextDecoder();
  */
 export interface JsonRpcOutcome {
   /** `open`: MCP `input_required`, the tool did not run and the call's continuation is the same operation. */
-  readonly operationState: OutcomeClass | 'open';
+  /** `accepted`: an MCP task result (the call runs on as a task, `task.taskId`), migration 0015. */
+  readonly operationState: OutcomeClass | 'open' | 'accepted';
   readonly destinationRef: string | null;
   /** Why the state is not the HTTP status's, for the attempt's `error` (null when the call succeeded). */
   readonly note: string | null;
@@ -95,6 +96,21 @@ export function jsonRpcResponseOutcome(tool: Tool, response: JsonRpcResponse, ra
       rule: 'mcp input_required',
       errorCode: null,
     };
+  }
+  // MCP Tasks: a tools/call answered with a task that is still working was accepted, not done; the
+  // task id is the reference its settlement names (tasks/get is a read, never a proposal).
+  const task = result !== null && typeof result === 'object' ? result['task'] : undefined;
+  if (task !== null && typeof task === 'object' && !Array.isArray(task)) {
+    const { taskId, status } = task as Record<string, unknown>;
+    if (typeof taskId === 'string' && taskId !== '' && status === 'working') {
+      return {
+        operationState: 'accepted',
+        destinationRef: taskId.slice(0, 2048),
+        note: 'MCP task working: the call runs on as a task',
+        rule: 'mcp task working',
+        errorCode: null,
+      };
+    }
   }
   const ref = destinationRefOf(tool, result);
   const isError = result !== null && typeof result === 'object' && result['isError'] === true;

@@ -116,6 +116,21 @@ export function factsForDecision(
     }
     case 'pending': {
       const unknown = result.operationState === 'unknown';
+      if (result.operationState === 'accepted') {
+        // The destination took the work and is doing it: the same call again would be a second one.
+        const ref = result.destinationRef ?? null;
+        return {
+          verdict: 'pending',
+          status: 409,
+          title: 'Same effect accepted by the destination, not finished',
+          detail: `The destination accepted the same ${tool.effect} effect earlier (tool ${tool.id}, operation ${result.operationId}${ref === null ? '' : `, its reference ${ref}`}) and has not finished it. Nothing was sent. Do not repeat it; check on that work instead.`,
+          tool,
+          decisionId: result.decisionId,
+          operationId: result.operationId,
+          retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+          extra: { operation_state: 'accepted', destination_ref: ref },
+        };
+      }
       return {
         verdict: 'pending',
         status: 409,

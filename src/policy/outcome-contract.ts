@@ -11,6 +11,10 @@ export interface AnswerReading {
   readonly failedIf: AnswerConditions | null;
   readonly unknownIf: AnswerConditions | null;
   readonly errorCode: CompiledPath | null;
+  /** `outcome.accepted`: exact statuses meaning accepted, not done (202). */
+  readonly accepted?: readonly number[];
+  /** `outcome.accepted_ref`: where the accepted work's reference is in the answer; else `Location`. */
+  readonly acceptedRef?: CompiledPath | null;
 }
 
 const NO_READING: AnswerReading = Object.freeze({ failedIf: null, unknownIf: null, errorCode: null });
@@ -71,6 +75,8 @@ export function buildOutcomeContract(
     failedIf: reading.failedIf,
     unknownIf: reading.unknownIf,
     errorCode: reading.errorCode,
+    accepted: Object.freeze([...(reading.accepted ?? [])]),
+    acceptedRef: reading.acceptedRef ?? null,
     classify(status: number): OutcomeClass {
       return (Number.isInteger(status) ? frozenTable[status] : undefined) ?? 'unknown';
     },

@@ -39,6 +39,8 @@ export const OUTCOME_FIELDS = [
   'failed_if',
   'unknown_if',
   'error_code',
+  'accepted',
+  'accepted_ref',
 ] as const;
 export const RESPONSE_FIELDS = ['ref', 'replayed_header'] as const;
 export const RECONCILE_FIELDS = ['method', 'path', 'items', 'match'] as const;
@@ -148,11 +150,50 @@ export function readOutcome(
   const failedIf = f.get('failed_if');
   const unknownIf = f.get('unknown_if');
   const errorCode = f.get('error_code');
+  const acceptedRef = f.get('accepted_ref');
   return buildOutcomeContract(lists, toolError, {
     failedIf: failedIf === undefined ? null : readAnswerConditions(r, failedIf),
     unknownIf: unknownIf === undefined ? null : readAnswerConditions(r, unknownIf),
     errorCode: errorCode === undefined ? null : readJsonPath(r, errorCode),
+    accepted: readAccepted(r, f.get('accepted'), lists),
+    acceptedRef: acceptedRef === undefined ? null : readJsonPath(r, acceptedRef),
   });
+}
+
+/**
+ * `outcome.accepted`: exact 2xx codes meaning "accepted, not done" (202). A code another list names
+ * exactly is a contradiction; a class (`2xx` in succeeded) yields to it as an exact code would.
+ */
+function readAccepted(
+  r: PolicyReader,
+  slot: Slot | undefined,
+  lists: Readonly<Record<OutcomeClass, readonly StatusSelector[]>>,
+): readonly number[] {
+  if (slot === undefined) return [];
+  const out: number[] = [];
+  for (const item of r.items(slot) ?? []) {
+    const value = r.scalar(item);
+    if (value === undefined) continue;
+    let selector: StatusSelector;
+    try {
+      selector = parseStatusSelector(value);
+    } catch (err) {
+      r.issue(item.at, item.field, (err as Error).message);
+      continue;
+    }
+    if (selector.kind !== 'code' || selector.code < 200 || selector.code > 299) {
+      r.issue(item.at, item.field, 'must be an exact 2xx status code, such as 202');
+      continue;
+    }
+    const code = selector.code;
+    const owner = OUTCOME_CLASSES.find((c) => lists[c].some((s) => s.kind === 'code' && s.code === code));
+    if (owner !== undefined) {
+      r.issue(item.at, item.field, `${code} is listed in both ${owner} and accepted`);
+      continue;
+    }
+    if (!out.includes(code)) out.push(code);
+  }
+  return out;
 }
 
 export function readResponse(r: PolicyReader, slot: Slot | undefined): ResponseConfig {

@@ -118,6 +118,13 @@ export interface OutcomeContract {
   /** `outcome.error_code`: JSONPath to the destination's error code in its answer, or `null`. */
   readonly errorCode: CompiledPath | null;
   /**
+   * `outcome.accepted`: exact statuses that mean the destination accepted the work and has not
+   * done it (202): the operation is `accepted`, its key stays reserved until evidence settles it.
+   */
+  readonly accepted: readonly number[];
+  /** `outcome.accepted_ref`: JSONPath to the accepted work's reference; `null`: the `Location` header. */
+  readonly acceptedRef: CompiledPath | null;
+  /**
    * Classifies a response status by the tool's contract: exact codes win over classes, then
    * succeeded, failed, unknown in that order; a status the contract does not name is `unknown`
    * (the gate never guesses success from a verb or a status it was not told about).

@@ -297,6 +297,8 @@ export type DecideResult =
       readonly decisionId: string | null;
       readonly operationId: string;
       readonly operationState: OperationState;
+      /** `accepted`: the destination's reference for the work it accepted (Location, `accepted_ref`). */
+      readonly destinationRef?: string | null;
     }
   | {
       /** The loop breaker (eg_decide step a): the run is halted; nothing is reserved or sent. */
@@ -337,7 +339,7 @@ export interface OutcomeInput {
    * operation stays open and the key awaits the call's continuation, the next attempt of the same
    * operation (docs/design.md §4.1).
    */
-  readonly operationState: 'succeeded' | 'failed' | 'unknown' | 'open';
+  readonly operationState: 'succeeded' | 'failed' | 'unknown' | 'open' | 'accepted';
   readonly status: number | null;
   readonly responseFingerprint: string | null;
   readonly destinationRef: string | null;

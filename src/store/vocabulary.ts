@@ -12,6 +12,8 @@ export const OPERATION_STATES = Object.freeze([
   'unknown',
   'cancelled',
   'duplicate_effect_confirmed',
+  // The destination accepted the call and has not done it yet (migration 0015, `outcome.accepted`).
+  'accepted',
 ] as const);
 
 /** Stored states plus `expired` (an approved card whose time is up reads as expired). */

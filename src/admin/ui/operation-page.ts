@@ -39,6 +39,8 @@ const MEANING: Readonly<Record<OperationState, string>> = {
   cancelled: 'Cancelled: no further attempt will be made.',
   duplicate_effect_confirmed:
     'The effect happened MORE THAN ONCE at the destination: reconciliation found several matching items.',
+  accepted:
+    "The destination accepted the work and has not finished it: its key stays reserved. A reconciliation lookup, the destination's callback or an operator's resolve settles it.",
 };
 
 export function renderOperationPage(view: OperationView): SafeHtml {

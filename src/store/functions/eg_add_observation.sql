@@ -67,7 +67,8 @@ begin
   -- still record "sent, no response", and a key released meanwhile would let the next proposal
   -- go out as a plain retry of a write that may have happened. Recovery (or the gate) makes it
   -- unknown first; then it can be resolved as failed.
-  v_settleable := (v_op.state = 'unknown'
+  -- accepted (migration 0015): the destination took the work; this evidence says how it ended.
+  v_settleable := (v_op.state in ('unknown', 'accepted')
     or (v_op.state = 'open' and v_att.id is not null and v_att.dispatch_state is null and v_att.deadline_at < now()
       and v_to is distinct from 'failed'))
     -- Evidence gathered before a later attempt (an agent's read-back) cannot speak for that one.
@@ -102,7 +103,7 @@ begin
       when v_op.state = 'open' then 'it is waiting for its next attempt (MCP input_required)'
       else 'its outcome is already settled' end;
     if v_kind = 'operator_decision' then
-      raise exception 'operation % is %: %; only an unknown operation, or an open one whose attempt is past its deadline without an outcome, can be resolved',
+      raise exception 'operation % is %: %; only an unknown or accepted operation, or an open one whose attempt is past its deadline without an outcome, can be resolved',
         v_op_id, v_op.state, v_why using errcode = 'EG409';
     end if;
     v_result := 'not_settled';

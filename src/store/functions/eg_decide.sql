@@ -123,6 +123,16 @@ begin
       select * into v_row from dedupe_keys where key_hash = v_hash;
       continue;
     end if;
+    -- (c0) The destination accepted the key's operation and has not finished it (migration 0015):
+    -- the key stays its; a lookup may settle it, else the proposal is pending (eg_accepted).
+    if v_row.state = 'accepted' then
+      v_result := eg_accepted(p, p_input, v_row);
+      if v_result is not null then
+        return v_result;
+      end if;
+      select * into v_row from dedupe_keys where key_hash = v_hash;
+      continue;
+    end if;
     -- (c1) A lookup that found the effect is evidence, whatever happened to the key while the gate
     -- looked (a late definite failure released it, a late input_required made it awaiting_input):
     -- the key is unknown again, and the unknown rules at the top of the loop settle the operation

@@ -40,8 +40,8 @@ declare
   v_kept_unknown boolean := false;
   v_att attempts%rowtype;
 begin
-  if v_state not in ('succeeded', 'failed', 'unknown', 'open') then
-    raise exception 'effectgate: outcome state must be succeeded, failed, unknown or open, not %', v_state;
+  if v_state not in ('succeeded', 'failed', 'unknown', 'open', 'accepted') then
+    raise exception 'effectgate: outcome state must be succeeded, failed, unknown, open or accepted, not %', v_state;
   end if;
   -- Read unlocked: an outcome, once written (finished_at), never changes.
   select * into v_att from attempts where id = v_attempt_id;
@@ -75,21 +75,26 @@ begin
   end if;
   -- open: the destination answered without running the tool (MCP input_required); the next
   -- proposal of the same request continues the operation (eg_continue).
+  -- accepted (migration 0015): the destination took the work and has not done it; the key stays
+  -- reserved for this operation, with the destination's reference, until evidence settles it.
   v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released'
-    when 'open' then 'awaiting_input' else 'unknown' end;
+    when 'open' then 'awaiting_input' when 'accepted' then 'accepted' else 'unknown' end;
   if v_key_hash is not null then
     update dedupe_keys set
       state = v_key_state,
       confirmed_at = case when v_succeeded then now() end,
       window_ends_at = case when v_succeeded then now() + v_window end,
-      destination_ref = case when v_succeeded then p ->> 'destinationRef' end
+      destination_ref = case when v_succeeded or v_state = 'accepted' then p ->> 'destinationRef' end
     where key_hash = v_key_hash and operation_id = v_op_id
       and ((state in ('pending', 'unknown') and attempt_id = v_attempt_id)
         -- A success is proof the effect happened, whichever attempt of the operation reports it
         -- (a late outcome of an attempt that a retry superseded): the key is confirmed.
-        or (v_succeeded and state in ('pending', 'unknown', 'released', 'awaiting_input')));
+        or (v_succeeded and state in ('pending', 'unknown', 'released', 'awaiting_input', 'accepted')));
     v_owned := found;
   end if;
+  -- Accepted, but the key is not this operation's any more: nothing can hold the work it does for
+  -- it, and the destination is doing it, so the operation stays accepted without a key (settled
+  -- by evidence as any other).
   -- Asked for input, but nothing can continue this operation: no key ties a continuation to it,
   -- or its key went to another operation meanwhile (a fork, a new window). None of its attempts ran
   -- the tool (otherwise the state would be unknown by now), so it ends cancelled, not open forever.
@@ -142,14 +147,14 @@ begin
   -- as evidence in the event (reconciliation appends, never rewrites). A success settles it
   -- whichever attempt reports it, even one a later definite failure had closed: the effect is there.
   if ((v_number = v_latest and v_op_state in ('open', 'unknown'))
-      or (v_succeeded and v_op_state in ('open', 'unknown', 'failed', 'cancelled')))
+      or (v_succeeded and v_op_state in ('open', 'unknown', 'failed', 'cancelled', 'accepted')))
       and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
     v_change := json_build_object('from', v_op_state, 'to', v_state);
     -- open: a late answer showed the tool did not run; nothing is left to approve either. Only an
     -- operation that was ever unknown can have approvals (eg_unknown asks for them): the first
     -- attempt of one still open never was, so the hot path makes no approvals statement.
-    if v_state in ('succeeded', 'failed', 'open', 'cancelled') and not (v_op_state = 'open' and v_number = 1) then
+    if v_state in ('succeeded', 'failed', 'open', 'cancelled', 'accepted') and not (v_op_state = 'open' and v_number = 1) then
       perform eg_withdraw_approvals(v_op_id,
         case when v_state = 'open' then 'open, the tool asked for input' else v_state end);
     end if;

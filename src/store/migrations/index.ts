@@ -12,6 +12,7 @@ import { migration0010 } from './0010-shadow-mode/index.js';
 import { migration0011 } from './0011-approval-fingerprints/index.js';
 import { migration0012 } from './0012-answer-outcomes/index.js';
 import { migration0013 } from './0013-idempotency-dialects/index.js';
+import { migration0015 } from './0015-accepted-operations/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -36,6 +37,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0011-approval-fingerprints': migration0011,
   '0012-answer-outcomes': migration0012,
   '0013-idempotency-dialects': migration0013,
+  '0015-accepted-operations': migration0015,
 };
 
 export const migrationProvider: MigrationProvider = {

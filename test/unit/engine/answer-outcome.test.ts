@@ -4,7 +4,7 @@
  * answer. An answer the gate cannot read while conditions exist is `unknown`, never `succeeded`.
  */
 import { describe, expect, it } from 'vitest';
-import { answerOutcome } from '../../../src/engine/answer-outcome.js';
+import { acceptedRefOf, answerOutcome } from '../../../src/engine/answer-outcome.js';
 import { jsonRpcOutcome } from '../../../src/engine/jsonrpc-outcome.js';
 import { parsePolicyFiles, type Tool } from '../../../src/policy/index.js';
 
@@ -136,5 +136,36 @@ describe('answer conditions on a JSON-RPC tool', () => {
     expect(jsonRpcOutcome(mcp, 1, 200, 'application/json', error).rule).toBe('jsonrpc error');
     expect(jsonRpcOutcome(mcp, 1, 200, 'application/json', rpc({ isError: true })).rule).toBe('mcp isError');
     expect(jsonRpcOutcome(mcp, 2, 200, 'application/json', rpc({})).rule).toBe('no jsonrpc response');
+  });
+});
+
+describe('outcome.accepted', () => {
+  const jobs = tool('      accepted: [202]');
+  const byRef = tool('      accepted: [202]\n      accepted_ref: $.job.url');
+
+  it('calls a listed status accepted, by its rule, and reads the reference from Location or accepted_ref', () => {
+    expect(answerOutcome(jobs, 202, enc({ id: 1 }))).toEqual({
+      state: 'accepted',
+      rule: 'accepted 202',
+      errorCode: null,
+    });
+    expect(answerOutcome(jobs, 201, enc({}))).toMatchObject({ state: 'succeeded', rule: 'status 201' });
+    expect(acceptedRefOf(jobs, { location: '/jobs/1' }, enc({}))).toBe('/jobs/1');
+    expect(acceptedRefOf(jobs, {}, enc({}))).toBeNull();
+    expect(acceptedRefOf(byRef, { location: '/x' }, enc({ job: { url: 'https://j/9' } }))).toBe(
+      'https://j/9',
+    );
+  });
+
+  it('calls an MCP tools/call answered with a working task accepted, the task id its reference', () => {
+    const mcp = tool('      tool_error: failed', '    verdict: { protocol: jsonrpc }');
+    const body = enc({ jsonrpc: '2.0', id: 3, result: { task: { taskId: 't-42', status: 'working' } } });
+    expect(jsonRpcOutcome(mcp, 3, 200, 'application/json', body)).toMatchObject({
+      operationState: 'accepted',
+      destinationRef: 't-42',
+      rule: 'mcp task working',
+    });
+    const done = enc({ jsonrpc: '2.0', id: 3, result: { task: { taskId: 't-42', status: 'completed' } } });
+    expect(jsonRpcOutcome(mcp, 3, 200, 'application/json', done).operationState).toBe('succeeded');
   });
 });

@@ -129,3 +129,24 @@ describe('AnswerConditions.match', () => {
       expect(o.unknownIf?.match({ job }), JSON.stringify(job)).toBe('$.job non_empty');
   });
 });
+
+describe('outcome.accepted', () => {
+  it('reads exact 2xx codes, and accepted_ref', () => {
+    const o = outcome('    outcome:', '      accepted: [202, "203"]', '      accepted_ref: $.id');
+    expect(o.accepted).toEqual([202, 203]);
+    expect(o.acceptedRef?.expression).toBe('$.id');
+    expect(outcome('    retry: { budget: 3 }').accepted).toEqual([]);
+  });
+
+  it('refuses a class, a status outside 2xx, or a code another list names', () => {
+    expect(located(baseWith('    outcome:', '      accepted: [2xx]'))[0]).toMatch(
+      /^p\.yaml:10:18: tools\[0\]\.outcome\.accepted\[0\]: must be an exact 2xx status code/,
+    );
+    expect(located(baseWith('    outcome:', '      accepted: [302]'))[0]).toMatch(
+      /must be an exact 2xx status code/,
+    );
+    expect(
+      located(baseWith('    outcome:', '      succeeded: [2xx, 202]', '      accepted: [202]'))[0],
+    ).toMatch(/^p\.yaml:11:18: .*202 is listed in both succeeded and accepted/);
+  });
+});
