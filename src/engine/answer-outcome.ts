@@ -82,7 +82,7 @@ export function settleByAnswer(
   state: OutcomeClass,
   byRule: string,
   read: () => AnswerJson,
-): AnswerOutcome {
+): AnswerOutcome & { readonly state: OutcomeClass } {
   const { failedIf, unknownIf } = tool.outcome;
   let decided: { state: OutcomeClass; rule: string } = { state, rule: byRule };
   if (state === 'succeeded' && (failedIf !== null || unknownIf !== null)) {
