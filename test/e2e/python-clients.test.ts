@@ -9,11 +9,12 @@
  * surfaces with the gate's reason (GitHub's and Stripe's tools answer in their API's own error
  * dialect, as the shipped policies do, so PyGithub and stripe-python raise their usual exception
  * and stripe-python, which repeats a 409 on its own, repeats nothing); the trail and the
- * stand-in's ledger agree. Then the stand-in
- * performs the effect and cuts the socket while the library retries on its own: the effect is
- * never performed twice, and the retry is what the tool's unknown rule says (docs/design.md §3
- * "Unknown is dangerous"): GitHub's looked up first (a duplicate), Stripe's sent again with the
- * same Idempotency-Key (replayed by the destination), the plain ledger's held for a person.
+ * stand-in's ledger agree. Then the stand-in performs the effect and cuts the socket while the
+ * library retries on its own (httpx, which never repeats a status, is repeated by the agent): the
+ * effect is never performed twice, and the retry is what the tool's unknown rule says
+ * (docs/design.md §3 "Unknown is dangerous"): GitHub's looked up first (a duplicate), Stripe's sent
+ * again with the same Idempotency-Key (replayed by the destination), the plain ledger's held for a
+ * person.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -234,6 +235,25 @@ for (const target of storeTargets()) {
           expect(of(report, 'decision').map((d) => d.verdict)).toEqual(['allow', 'hold']);
         },
       );
+
+      clientIt('httpx', `httpx (${t}): the answer lost, the agent's repeat is held; one effect`, async () => {
+        // httpx repeats only a failed connection on its own, never a status: the gate's 502 is
+        // raised with its reason (the effect may have happened), and it is the agent that repeats.
+        const title = `httpx lost ${t}`;
+        const collection = '/ledger/lost-httpx/entries';
+        trackers[t].plan(collection, 'commit-then-destroy');
+        const calls = await runPythonClient('httpx_client.py', [`${base(t)}${collection}`, title], env());
+        expect(calls).toHaveLength(2);
+        expect(calls[0]).toMatchObject({ status: 502, verdict: 'allow', error: 'HTTPStatusError' });
+        expect(calls[0]!.surfaced).toContain('may or may not have happened');
+        expect(calls[1]).toMatchObject({ status: 428, verdict: 'hold', error: 'HTTPStatusError' });
+        expect(trackers[t].posts(collection)).toHaveLength(1);
+        expect(trackers[t].issues(collection)).toHaveLength(1);
+        const report = await trailOf('ledger.create_entry', ['lost-httpx', title]);
+        expect(report.operation).toMatchObject({ id: calls[1]!.operation, state: 'unknown' });
+        expect(of(report, 'attempt').map((a) => a.dispatch_state)).toEqual(['sent_no_response']);
+        expect(of(report, 'decision').map((d) => d.verdict)).toEqual(['allow', 'hold']);
+      });
 
       clientIt(
         'github',

@@ -3,7 +3,7 @@
   httpx_client.py URL TITLE   POST the same entry twice, one call each
 
 httpx retries only connection failures on its own (HTTPTransport(retries=...)), never a status, so
-a response the gate answers for is never retried by it.
+a response the gate answers for is never retried by it: the second call is the agent's own repeat.
 """
 import sys
 
