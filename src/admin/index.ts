@@ -44,6 +44,7 @@ export {
   type AttemptEntry,
   buildTrail,
   type DecisionEntry,
+  idempotencySummary,
   loadOperationReport,
   type ObservationEntry,
   type OperationReport,

@@ -418,3 +418,28 @@ const WOULD: Readonly<Record<string, string>> = {
   would_halted: 'halted the run (the loop breaker)',
   would_block: 'blocked it',
 };
+
+/**
+ * What idempotency key an attempt sent and whose it was (migration 0013), in one line for the
+ * CLI trail and the timeline page; `null` when it recorded none.
+ */
+export function idempotencySummary(e: AttemptEntry): string | null {
+  if (e.idempotency_key === null && e.agent_idempotency_key === null) return null;
+  const whose =
+    e.idempotency_key === null
+      ? 'no key sent'
+      : e.agent_idempotency_key !== null && e.idempotency_key === e.agent_idempotency_key
+        ? "the agent's own"
+        : e.idempotency_key === e.gate_idempotency_key
+          ? "the gate's"
+          : 'the key of the attempt before';
+  const agent =
+    e.agent_idempotency_key !== null && e.agent_idempotency_key !== e.idempotency_key
+      ? `; the agent sent ${e.agent_idempotency_key}`
+      : '';
+  const gate =
+    e.gate_idempotency_key !== null && e.gate_idempotency_key !== e.idempotency_key
+      ? `; the gate's key ${e.gate_idempotency_key}`
+      : '';
+  return `idempotency key ${e.idempotency_key ?? '-'} (${whose})${agent}${gate}${e.replayed === true ? '; REPLAYED by the destination' : ''}`;
+}

@@ -1,5 +1,5 @@
 import {
-  type AttemptEntry,
+  idempotencySummary,
   loadOperationReport,
   type OperationReport,
   shadowDispatchEntry,
@@ -186,7 +186,7 @@ function renderEntry(e: TrailEntry, self: string, paint: Paint): string[] {
       more(
         `route ${p(e.destination.route)}  authority ${p(e.authority_ref)}  fingerprint ${truncate(e.request_fingerprint, 24)}`,
       );
-      const key = idempotencyText(e);
+      const key = idempotencySummary(e);
       if (key !== null) more(p(key));
       more(`response: ${p(e.response_summary)}${e.duration_ms === null ? '' : ` (${e.duration_ms} ms)`}`);
       break;
@@ -273,26 +273,4 @@ function runLine(d: DecisionRecord, paint: Paint): string[] {
   const shadow = shadowSummary({ verdict: d.verdict, shadow_dispatch: shadowDispatchEntry(d) });
   if (shadow !== null) lines.push(...wrap('', paint('yellow', shadow), TIME));
   return lines;
-}
-
-/** What key an attempt sent, and whose (migration 0013); `null` when it recorded none. */
-function idempotencyText(e: AttemptEntry): string | null {
-  if (e.idempotency_key === null && e.agent_idempotency_key === null) return null;
-  const whose =
-    e.idempotency_key === null
-      ? 'no key sent'
-      : e.agent_idempotency_key !== null && e.idempotency_key === e.agent_idempotency_key
-        ? "the agent's own"
-        : e.idempotency_key === e.gate_idempotency_key
-          ? "the gate's"
-          : 'the key of the attempt before';
-  const agent =
-    e.agent_idempotency_key !== null && e.agent_idempotency_key !== e.idempotency_key
-      ? `; the agent sent ${e.agent_idempotency_key}`
-      : '';
-  const gate =
-    e.gate_idempotency_key !== null && e.gate_idempotency_key !== e.idempotency_key
-      ? `; the gate's key ${e.gate_idempotency_key}`
-      : '';
-  return `idempotency key ${e.idempotency_key ?? '-'} (${whose})${agent}${gate}${e.replayed === true ? '; REPLAYED by the destination' : ''}`;
 }

@@ -70,7 +70,7 @@ export function renderOperationPage(view: OperationView): SafeHtml {
   <dt>tool</dt><dd class="wrap">${op.tool}</dd>
   <dt>scope</dt><dd class="wrap">${op.scope.tenant} / ${op.scope.area} / ${op.scope.agent}</dd>
   <dt>key values</dt><dd class="wrap"><code id="key-values">${keyText(op.key_values)}</code>${op.key_hash === null ? '' : html` <span class="muted mono" title="key hash">${op.key_hash}</span>`}</dd>
-  <dt>idempotency</dt><dd class="wrap">${op.idempotency === null ? html`<span class="muted">none injected</span>` : html`<code>${op.idempotency.header}: ${op.idempotency.key}</code> <span class="muted">(every attempt sends the same key)</span>`}</dd>
+  <dt>idempotency</dt><dd class="wrap">${op.idempotency === null ? html`<span class="muted">none injected</span>` : html`<code>${op.idempotency.header}: ${op.idempotency.key}</code> <span class="muted">(the operation's key; what each attempt sent, the agent's own key when kept, is on the attempt)</span>`}</dd>
   <dt>owner</dt><dd class="wrap">run <a class="mono" href="${runHref(op.owner.run_id)}">${op.owner.run_id}</a> · step ${dash(op.owner.step)} · worker ${dash(op.owner.worker)} · agent ${dash(op.owner.agent_version)}</dd>
   ${op.supersedes_operation_id === null ? '' : html`<dt>supersedes</dt><dd>${opLink(op.supersedes_operation_id)} <span class="muted">(the request changed materially: a new operation, not a retry)</span></dd>`}
   ${op.superseded_by.length === 0 ? '' : html`<dt>superseded by</dt><dd>${join(op.superseded_by.map(opLink), ', ')}</dd>`}

@@ -8,6 +8,7 @@ import {
   type ApprovalEntry,
   type AttemptEntry,
   type DecisionEntry,
+  idempotencySummary,
   type ObservationEntry,
   shadowSummary,
   type TrailEntry,
@@ -136,6 +137,8 @@ function attemptBody(e: AttemptEntry, ctx: RowContext): SafeHtml {
   if (base === null || e.request_fingerprint !== base.request_fingerprint)
     differs.push(html`fingerprint <code>${e.request_fingerprint}</code>`);
   if (differs.length > 0) lines.push(html`<p class="wrap">${join(differs, ' · ')}</p>`);
+  const key = idempotencySummary(e);
+  if (key !== null) lines.push(html`<p class="wrap idempotency">${key}</p>`);
   const summary = summaryHtml(e);
   lines.push(
     html`<p class="wrap response">response: ${e.replayed === true ? html`<span class="replayed">${summary}</span>` : summary}${

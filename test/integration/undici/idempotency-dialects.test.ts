@@ -6,7 +6,7 @@
  */
 import { Agent, type Dispatcher, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadOperationReport } from '../../../src/admin/index.js';
+import { idempotencySummary, loadOperationReport } from '../../../src/admin/index.js';
 import { gateIdempotencyKey } from '../../../src/engine/idempotency-key.js';
 import { createGate, type Gate } from '../../../src/engine/index.js';
 import { parsePolicyFiles } from '../../../src/policy/index.js';
@@ -48,6 +48,11 @@ tools:
     effect: notify
     dedupe: { key: [$.body.payload.summary], window: 1h, wait: 0s }
     idempotency: { body: $.dedup_key, max_length: 16, agent_key: replace }
+  - id: form.events
+    match: { hosts: [127.0.0.1], method: POST, path: /v1/form_events }
+    effect: notify
+    dedupe: { key: [$.body.summary], window: 1h, wait: 0s }
+    idempotency: { body: $.dedup_key, agent_key: replace }
 `,
   },
 ]);
@@ -166,6 +171,10 @@ for (const target of storeTargets()) {
         ['sdk-key-3', 'replayed'],
       ]);
       const attempts = await attemptsOf(lost.operation);
+      expect(attempts.map((a) => idempotencySummary(a as never))).toEqual([
+        "idempotency key sdk-key-3 (the agent's own); the gate's key " + lost.operation,
+        `idempotency key sdk-key-3 (the key of the attempt before); the agent sent sdk-key-4; the gate's key ${lost.operation}; REPLAYED by the destination`,
+      ]);
       expect(attempts).toMatchObject([
         { idempotency_key: 'sdk-key-3', agent_idempotency_key: 'sdk-key-3', replayed: null },
         {
@@ -234,6 +243,51 @@ for (const target of storeTargets()) {
       );
       expect(again.status).toBe(409);
       expect(ledger.seen.filter((s) => s.request.url === '/v2/enqueue')).toHaveLength(1);
+    });
+
+    it('refuses an agent key too long to record where it would be sent, and a repeated key header; cuts a replaced one', async () => {
+      const long = 'k'.repeat(300);
+      const kept = await post('long-1', '/v1/payment_intents', 'customer=c6&amount=1&description=o6', {
+        ...FORM,
+        'idempotency-key': long,
+      });
+      expect(kept.status).toBe(422);
+      expect(JSON.parse(kept.text)).toMatchObject({ code: 'EG_ERR_IDEMPOTENCY_KEY' });
+      const twice = await request(`${ledger.url}/v1/payment_intents`, {
+        dispatcher: inRun('long-1'),
+        method: 'POST',
+        headers: ['content-type', FORM['content-type'], 'idempotency-key', 'a', 'idempotency-key', 'b'],
+        body: 'customer=c6&amount=2&description=o6',
+      });
+      expect(twice.statusCode).toBe(422);
+      await twice.body.text();
+      expect(ledger.seen.filter((s) => s.request.body.toString().includes('description=o6'))).toHaveLength(0);
+
+      const replaced = await post('long-1', '/v1/charges', 'customer=c6&amount=3&description=o6', {
+        ...FORM,
+        'idempotency-key': long,
+      });
+      expect(replaced.status).toBe(200);
+      const [attempt] = await attemptsOf(replaced.operation);
+      expect(attempt).toMatchObject({
+        idempotency_key: replaced.operation,
+        agent_idempotency_key: 'k'.repeat(255),
+      });
+    });
+
+    it('sets a body key in a form body, the other fields byte for byte', async () => {
+      const body = 'summary=disk+full&routing_key=R%2F1&dedup_key=agent-chose';
+      const sent = await post('form-1', '/v1/form_events', body, FORM);
+      expect(sent.status).toBe(200);
+      const received = ledger.seen.filter((s) => s.request.url === '/v1/form_events');
+      expect(received.map((s) => s.request.body.toString())).toEqual([
+        `summary=disk+full&routing_key=R%2F1&dedup_key=${sent.operation}`,
+      ]);
+      const [attempt] = await attemptsOf(sent.operation);
+      expect(attempt).toMatchObject({
+        idempotency_key: sent.operation,
+        agent_idempotency_key: 'agent-chose',
+      });
     });
   });
 }
