@@ -1,0 +1,135 @@
+/**
+ * MCP Tasks through the in-process front door: a `tools/call` answered with a task still working
+ * (`result.task.taskId`, `status: "working"`) was accepted, not done. The operation is `accepted`
+ * with the task id as its reference; `tasks/get` is a read the gate passes as it is (never a
+ * proposal, never deduplicated); the same call again meanwhile is a JSON-RPC `pending` naming the
+ * operation and the task; once the server's callback says the task completed, the same call is a
+ * duplicate. The server's own ledger holds one task throughout.
+ */
+import { Agent, type Dispatcher, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGate, type Gate } from '../../../src/engine/index.js';
+import { parsePolicyFiles } from '../../../src/policy/index.js';
+import { gateInterceptor } from '../../../src/undici/index.js';
+import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
+import { jsonRpcReply, startUpstream, type Upstream } from '../../helpers/upstream.js';
+
+const POLICY = `
+version: 1
+tools:
+  - id: mcp.run_report
+    match:
+      hosts: [127.0.0.1]
+      method: POST
+      path: /mcp
+      body: { "$.method": tools/call, "$.params.name": run_report }
+    effect: create
+    dedupe: { key: [$.body.params.arguments.report], window: 1h }
+    verdict: { protocol: jsonrpc }
+`;
+
+for (const target of storeTargets()) {
+  describe(`MCP tasks through the undici interceptor, on ${target.name}`, () => {
+    let store: TestStore;
+    let gate: Gate;
+    let upstream: Upstream;
+    let agent: Agent;
+    const tasks: { taskId: string; report: string; status: 'working' | 'completed' }[] = [];
+
+    beforeAll(async () => {
+      store = await openTestStore(target);
+      gate = await createGate({
+        policies: parsePolicyFiles([{ file: 'mcp.yaml', text: POLICY }]),
+        store,
+        scope: { tenant: 'acme', area: 'reports', agent: 'analyst' },
+      });
+      upstream = await startUpstream(
+        jsonRpcReply((rpc) => {
+          const params = rpc.params as { name?: string; arguments?: { report?: string }; taskId?: string };
+          if (rpc.method === 'tools/call') {
+            const task = {
+              taskId: `task-${tasks.length + 1}`,
+              report: params.arguments?.report ?? '',
+              status: 'working' as const,
+            };
+            tasks.push(task);
+            return { result: { task: { taskId: task.taskId, status: task.status, pollInterval: 1000 } } };
+          }
+          if (rpc.method === 'tasks/get') {
+            const task = tasks.find((t) => t.taskId === params.taskId);
+            return task === undefined
+              ? { error: { code: -32602, message: 'no such task' } }
+              : { result: { taskId: task.taskId, status: task.status } };
+          }
+          return { error: { code: -32601, message: 'method not found' } };
+        }),
+      );
+      agent = new Agent();
+    });
+    afterAll(async () => {
+      await agent?.close();
+      await gate?.close();
+      await upstream?.close();
+      await store?.close();
+    });
+
+    let id = 0;
+    const call = async (run: string, method: string, params: unknown) => {
+      const dispatcher: Dispatcher = agent.compose(gateInterceptor(gate, { run }));
+      const res = await request(`${upstream.url}/mcp`, {
+        dispatcher,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
+      });
+      const operation = res.headers['effectgate-operation'];
+      return {
+        verdict: res.headers['effectgate-verdict'],
+        operation: typeof operation === 'string' ? operation : null,
+        body: (await res.body.json()) as Record<string, unknown>,
+      };
+    };
+    const runReport = (run: string) =>
+      call(run, 'tools/call', { name: 'run_report', arguments: { report: 'q3' }, task: { ttl: 60_000 } });
+
+    it('a working task is accepted; tasks/get passes; a repeat is pending, then a duplicate once it completed', async () => {
+      const first = await runReport('run-1');
+      expect(first.verdict).toBe('allow');
+      expect(first.body).toMatchObject({ result: { task: { taskId: 'task-1', status: 'working' } } });
+      const op = await store.getOperation(first.operation!);
+      expect(op?.state).toBe('accepted');
+      expect(op?.attempts[0]).toMatchObject({ outcomeRule: 'mcp task working', destinationRef: 'task-1' });
+
+      for (let i = 0; i < 2; i++) {
+        const polled = await call('run-1', 'tasks/get', { taskId: 'task-1' });
+        expect(polled.verdict).toBeUndefined();
+        expect(polled.body).toMatchObject({ result: { taskId: 'task-1', status: 'working' } });
+      }
+
+      const repeat = await runReport('run-2');
+      expect(repeat.verdict).toBe('pending');
+      expect(repeat.body).toMatchObject({
+        error: {
+          data: { operation_id: first.operation, operation_state: 'accepted', destination_ref: 'task-1' },
+        },
+      });
+
+      tasks[0]!.status = 'completed';
+      await store.addObservation({
+        operationId: first.operation!,
+        kind: 'callback',
+        by: 'mcp-server',
+        reason: null,
+        settles: 'succeeded',
+        status: null,
+        destinationRef: 'task-1',
+        refs: [],
+        payloadFingerprint: 'sha256:task-1-completed',
+        source: 'api',
+      });
+      const after = await runReport('run-3');
+      expect(after.verdict).toBe('duplicate');
+      expect(tasks).toHaveLength(1);
+    });
+  });
+}
