@@ -35,6 +35,10 @@ export interface RunKeySkipsTable {
   key_hash: string;
   skips: number;
   shadow_skips: number;
+  /** The call of the last counted skip (migration 0014): `key:<the agent's idempotency key>`. */
+  call_key: string | null;
+  call_at: Date | null;
+  call_repeats: number;
 }
 
 export interface RunReleasesTable {

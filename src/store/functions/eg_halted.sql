@@ -34,8 +34,12 @@ begin
   -- key (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
   -- Shadow mode reads its own count (eg_skip.sql): would_halted never follows from what a run
   -- was told, nor a halt from what it was not.
+  -- A client's automatic repeat of the call last counted (eg_call_repeat.sql) halts nothing: it
+  -- is counted as nothing (eg_skip), so the count it finds was reached by the call it repeats.
   select r.halted_at, r.halt_decision_id, r.releases,
-      case when p ->> 'mode' = 'shadow' then s.shadow_skips else s.skips end, s.operation_id, h.skips
+      case when p ->> 'mode' = 'shadow' then s.shadow_skips
+        when eg_call_repeat(p, s.call_key, s.call_at, s.call_repeats) then 0 else s.skips end,
+      s.operation_id, h.skips
     into v_halted_at, v_halt_decision, v_releases, v_skips, v_skipped_op, v_halt_skips
     from runs r
     left join run_key_skips s on s.tenant = r.tenant and s.area = r.area and s.agent = r.agent

@@ -15,6 +15,11 @@
 -- in skips or the run's total: the run got the destination's answer, it was never told the effect
 -- was done, so these must not bring its halt closer once the tool enforces. A new operation of
 -- the key resets both counts, as it resets skips. Returns the count of the mode asked.
+--
+-- A client's automatic repeat of the call whose skip was last counted (eg_call_repeat.sql:
+-- the same agent idempotency key, soon after, bounded; migration 0014) is
+-- recorded in call_repeats, not counted: one call of the agent's is one proposal, however often
+-- its SDK resends it.
 create or replace function eg_skip(p jsonb, p_hash text, p_op text) returns int language plpgsql as $$
 declare
   v_scope jsonb := p -> 'scope';
@@ -34,16 +39,27 @@ begin
     returning shadow_skips into v_skips;
     return v_skips;
   end if;
+  update run_key_skips s set call_repeats = s.call_repeats + 1
+    where s.tenant = v_scope ->> 'tenant' and s.area = v_scope ->> 'area' and s.agent = v_scope ->> 'agent'
+      and s.run_id = p ->> 'runId' and s.key_hash = p_hash and s.operation_id = p_op
+      and eg_call_repeat(p, s.call_key, s.call_at, s.call_repeats)
+    returning s.skips into v_skips;
+  if found then
+    return v_skips;
+  end if;
   -- client: the address a derived run was derived from (it never halts: eg_halted.sql; the run page names it).
   insert into runs as r (tenant, area, agent, id, duplicate_skips, client)
   values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', 1, p ->> 'derivedClient')
   on conflict (tenant, area, agent, id) do update set duplicate_skips = r.duplicate_skips + 1;
-  insert into run_key_skips as s (tenant, area, agent, run_id, key_hash, operation_id, skips)
-  values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p_hash, p_op, 1)
+  insert into run_key_skips as s (tenant, area, agent, run_id, key_hash, operation_id, skips,
+      call_key, call_at, call_repeats)
+  values (v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', p ->> 'runId', p_hash, p_op, 1,
+      eg_call_key(p), now(), 0)
   on conflict (tenant, area, agent, run_id, key_hash) do update
     set skips = case when s.operation_id = excluded.operation_id then s.skips + 1 else 1 end,
       shadow_skips = case when s.operation_id = excluded.operation_id then s.shadow_skips else 0 end,
-      operation_id = excluded.operation_id
+      operation_id = excluded.operation_id,
+      call_key = excluded.call_key, call_at = excluded.call_at, call_repeats = 0
   returning skips into v_skips;
   return v_skips;
 end $$;

@@ -12,6 +12,7 @@ import { migration0010 } from './0010-shadow-mode/index.js';
 import { migration0011 } from './0011-approval-fingerprints/index.js';
 import { migration0012 } from './0012-answer-outcomes/index.js';
 import { migration0013 } from './0013-idempotency-dialects/index.js';
+import { migration0014 } from './0014-call-repeats/index.js';
 import { migration0015 } from './0015-accepted-operations/index.js';
 
 /*
@@ -37,6 +38,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0011-approval-fingerprints': migration0011,
   '0012-answer-outcomes': migration0012,
   '0013-idempotency-dialects': migration0013,
+  '0014-call-repeats': migration0014,
   '0015-accepted-operations': migration0015,
 };
 

@@ -193,6 +193,44 @@ for (const target of storeTargets()) {
       expectVerdict(await store.decide(reserve(named, k.key, { maxDuplicateSkips: 1 })), 'halted');
     });
 
+    it('a repeat of the last counted call (the agent’s own idempotency key) is recorded, not counted: ten at most', async () => {
+      const k = await doneKey();
+      const run = newRun();
+      const call = (agentKey: string) => ({
+        maxDuplicateSkips: 1,
+        idempotency: { maxLength: null, retentionMs: null, agentKeyMode: 'keep' as const, agentKey },
+      });
+      const skips = async (agentKey: string): Promise<unknown> => {
+        const r = await store.decide(reserve(run, k.key, call(agentKey)));
+        return r.verdict === 'duplicate' ? r.duplicateSkips : r.verdict;
+      };
+      // One call, its library resending it ten times: one skip, and max 1 does not halt on a repeat.
+      const answers: unknown[] = [];
+      for (let i = 0; i < 11; i++) answers.push(await skips('sdk-call-1'));
+      expect(answers).toEqual(Array(11).fill(1));
+      // The eleventh repeat is counted: the bound, so a fixed key of the agent's own still halts.
+      expect(await skips('sdk-call-1')).toBe('halted');
+      const [record] = await store.listRuns({ runId: run });
+      expect(record!.keys).toMatchObject([{ skips: 1 }]);
+      expect(await store.decide(reserve(run, newKey(), call('sdk-call-2')))).toMatchObject({
+        verdict: 'halted',
+      });
+      expect(await store.countDuplicates([k.operationId])).toEqual({ [k.operationId]: 11 });
+    });
+
+    it('a new call (another agent key) is counted at once', async () => {
+      const k = await doneKey();
+      const run = newRun();
+      const call = (agentKey: string) => ({
+        maxDuplicateSkips: 2,
+        idempotency: { maxLength: null, retentionMs: null, agentKeyMode: 'keep' as const, agentKey },
+      });
+      const verdicts: string[] = [];
+      for (const key of ['c1', 'c2', 'c3'])
+        verdicts.push((await store.decide(reserve(run, k.key, call(key)))).verdict);
+      expect(verdicts).toEqual(['duplicate', 'duplicate', 'halted']);
+    });
+
     it('counts the skips of one operation: past the window the key is a new effect, counted from one', async () => {
       const key = newKey({ windowMs: 400 });
       const first = await store.decide(reserve(newRun(), key));
