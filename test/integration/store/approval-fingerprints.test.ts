@@ -188,12 +188,15 @@ for (const target of storeTargets()) {
           `create unique index approvals_one_open_idx on approvals (operation_id) where state = 'requested'`,
         );
         await scratch.query(`delete from kysely_migration where name = '0011-approval-fingerprints'`);
-        // Nor the migrations after it, which run again: 0012 and 0013 add columns (dropped here),
+        // Nor the migrations after it, which run again: 0012, 0013 and 0014 add columns (dropped here),
         // 0015 redefines two checks (it runs again as it is). A later one must be undone here too
         // when it cannot run twice.
         await scratch.query('alter table attempts drop column outcome_rule, drop column error_code');
         await scratch.query(
           'alter table attempts drop column idempotency_key, drop column agent_idempotency_key, drop column gate_idempotency_key',
+        );
+        await scratch.query(
+          'alter table run_key_skips drop column call_key, drop column call_at, drop column call_repeats',
         );
         await scratch.query(`delete from kysely_migration where name > '0011-approval-fingerprints'`);
         // Functions made anew on the old schema's successor, not cached plans of the dropped column.
