@@ -119,6 +119,9 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   const mutation = governedMutation(request, args0.body, route.candidates, ctx.bodyLimits);
   const chosen = ctx.classifier.select(route.candidates, args0.body, mutation?.name ?? null);
   if (chosen === null) return unclassified(request, args0.body, route.candidates);
+  // Polling a task is a read, never a proposal (MCP Tasks): however broadly a tool matches, the
+  // agent asking how its accepted call is going must not be answered "duplicate".
+  if (chosen.tool.verdict.protocol === 'jsonrpc' && isTaskRead(args0.body)) return { kind: 'unclassified' };
   const tool = chosen.tool;
   const isGraphql = mutation !== null && (tool.match.graphqlMutation ?? null) !== null;
   const args: ArgumentDocument = isGraphql
@@ -225,6 +228,15 @@ function unclassified(request: GateRequest, body: unknown, candidates: readonly 
     };
   }
   return { kind: 'unclassified' };
+}
+
+/** MCP's task reads (`tasks/get`, `tasks/result`, `tasks/list`): they ask, they do nothing. */
+const TASK_READS: ReadonlySet<string> = new Set(['tasks/get', 'tasks/result', 'tasks/list']);
+
+function isTaskRead(body: unknown): boolean {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
+  const method = (body as Record<string, unknown>)['method'];
+  return typeof method === 'string' && TASK_READS.has(method);
 }
 
 const NO_TYPES: ReadonlySet<string> = new Set();

@@ -26,6 +26,12 @@ tools:
     effect: create
     dedupe: { key: [$.body.params.arguments.report], window: 1h }
     verdict: { protocol: jsonrpc }
+  # Too broad on purpose: every call to this endpoint, keyed on whatever task it names.
+  - id: mcp.anything
+    match: { hosts: [127.0.0.1], method: POST, path: /mcp-all }
+    effect: create
+    dedupe: { key: [$.body.params.taskId], window: 1h, on_missing: allow }
+    verdict: { protocol: jsonrpc }
 `;
 
 for (const target of storeTargets()) {
@@ -74,9 +80,9 @@ for (const target of storeTargets()) {
     });
 
     let id = 0;
-    const call = async (run: string, method: string, params: unknown) => {
+    const call = async (run: string, method: string, params: unknown, path = '/mcp') => {
       const dispatcher: Dispatcher = agent.compose(gateInterceptor(gate, { run }));
-      const res = await request(`${upstream.url}/mcp`, {
+      const res = await request(`${upstream.url}${path}`, {
         dispatcher,
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -130,6 +136,14 @@ for (const target of storeTargets()) {
       const after = await runReport('run-3');
       expect(after.verdict).toBe('duplicate');
       expect(tasks).toHaveLength(1);
+    });
+
+    it('never takes a task read for a proposal, even where a tool matches every call', async () => {
+      for (let i = 0; i < 2; i++) {
+        const polled = await call('run-9', 'tasks/get', { taskId: 'task-1' }, '/mcp-all');
+        expect(polled.verdict, `poll ${i + 1}`).toBeUndefined();
+        expect(polled.body).toMatchObject({ result: { taskId: 'task-1' } });
+      }
     });
   });
 }
