@@ -365,14 +365,19 @@ export class KyselyStore implements Store {
 
   findOperations(lookup: OperationLookup): Promise<OperationRecord[]> {
     return this.#guard('findOperations', async () => {
-      // The idempotency key the gate sends is the operation's id, for tools that inject one. A
+      // The idempotency key an attempt sent is recorded on it (migration 0013): the agent's own
+      // when kept, a SHA-256 prefix under max_length; before 0013 it was the operation's id, for
+      // tools that send one. (No index on attempts.idempotency_key yet: a webhook's lookup scans
+      // the attempts.) A
       // reference is the destination's word when an attempt's response carried it; only when none
       // did, one that evidence brought and settled the operation with (a note's reference, or a
       // claim that did not settle, must not make a webhook's lookup ambiguous).
       const ids =
         'idempotencyKey' in lookup
           ? sql<{ id: string }>`select id from operations
-              where id = ${lookup.idempotencyKey} and idempotency_header is not null`
+              where id = ${lookup.idempotencyKey} and idempotency_header is not null
+                and not exists (select 1 from attempts where operation_id = operations.id and idempotency_key is not null)
+              union select operation_id from attempts where idempotency_key = ${lookup.idempotencyKey}`
           : sql<{ id: string }>`with seen as (
                 select operation_id as id from attempts where destination_ref = ${lookup.destinationRef})
               select id from seen

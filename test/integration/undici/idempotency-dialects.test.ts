@@ -171,6 +171,12 @@ for (const target of storeTargets()) {
         ['sdk-key-3', 'replayed'],
       ]);
       const attempts = await attemptsOf(lost.operation);
+      // A webhook names the key the destination saw: it finds the operation; its id it never saw.
+      expect((await store.findOperations({ idempotencyKey: 'sdk-key-3' })).map((o) => o.id)).toEqual([
+        lost.operation,
+      ]);
+      expect(await store.findOperations({ idempotencyKey: 'sdk-key-4' })).toEqual([]);
+      expect(await store.findOperations({ idempotencyKey: lost.operation })).toEqual([]);
       expect(attempts.map((a) => idempotencySummary(a as never))).toEqual([
         "idempotency key sdk-key-3 (the agent's own); the gate's key " + lost.operation,
         `idempotency key sdk-key-3 (the key of the attempt before); the agent sent sdk-key-4; the gate's key ${lost.operation}; REPLAYED by the destination`,
@@ -234,6 +240,9 @@ for (const target of storeTargets()) {
         gate_idempotency_key: key,
         agent_idempotency_key: null,
       });
+      expect((await store.findOperations({ idempotencyKey: key })).map((o) => o.id)).toEqual([
+        sent.operation,
+      ]);
       // The same event again, now carrying the key itself: answered from the first, nothing sent.
       const again = await post(
         'events-1',
