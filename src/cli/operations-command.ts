@@ -66,7 +66,7 @@ export async function runOperations(argv: readonly string[]): Promise<number> {
       writeJson({ counts, operations });
       return 0;
     }
-    const out: string[] = [countsLine(counts)];
+    const out: string[] = countsLines(counts);
     const total =
       filter.state === undefined ? Object.values(counts).reduce((a, b) => a + b, 0) : counts[filter.state];
     const what = filter.state === undefined ? 'operation(s)' : `${filter.state} operation(s)`;
@@ -155,8 +155,18 @@ export function resolutionLines(r: ObservationResult): string[] {
   return lines;
 }
 
-function countsLine(counts: Record<OperationState, number>): string {
-  return `states: ${OPERATION_STATES.map((s) => `${s} ${counts[s]}`).join('  ')}`;
+/** Every state with its count, packed into lines of at most `COLUMNS` (a state never splits from its count). */
+function countsLines(counts: Record<OperationState, number>): string[] {
+  const lines: string[] = [];
+  let line = 'states:';
+  for (const part of OPERATION_STATES.map((s) => `${s} ${counts[s]}`)) {
+    if (line.length + 2 + part.length > COLUMNS) {
+      lines.push(line);
+      line = `       ${part}`;
+    } else line = line === 'states:' ? `${line} ${part}` : `${line}  ${part}`;
+  }
+  lines.push(line);
+  return lines;
 }
 
 /**

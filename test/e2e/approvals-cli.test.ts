@@ -176,6 +176,7 @@ describe('effectgate operations', { timeout: 60_000 }, () => {
     expect(out.operations.map((o) => o.id)).toEqual([unknownOp]);
     expect(out.counts).toEqual({
       open: 0,
+      accepted: 0,
       succeeded: 1,
       failed: 0,
       unknown: 1,

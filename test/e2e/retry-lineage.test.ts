@@ -131,7 +131,8 @@ for (const target of storeTargets()) {
       expect(trail.operation.attempts.map((a) => [a.number, a.retryDecision, a.replayed])).toEqual([
         [1, null, null],
         [2, 'operator_approved', null],
-        [3, 'operator_approved', null],
+        // Answered, without a replay marker: the destination says this one was not a replay.
+        [3, 'operator_approved', false],
       ]);
       expect(trail.decisions.map((d) => d.verdict)).toEqual([
         'allow',

@@ -393,6 +393,7 @@ for (const target of storeTargets()) {
         expect(ids(r.json.operations)).toEqual([unknownOp, succeededOp, otherToolOp, otherTenantOp].sort());
         expect(r.json.counts).toEqual({
           open: 0,
+          accepted: 0,
           succeeded: 2,
           failed: 1,
           unknown: 1,
