@@ -125,6 +125,7 @@ describe('policy set', () => {
       'github.create_issue',
       'github.create_issue_comment',
       'github.create_pull_request',
+      'github.transfer_repository',
       'jira.create_issue',
       'kubernetes.patch_deployment',
       'linear.issue_create',
