@@ -367,8 +367,7 @@ export class KyselyStore implements Store {
     return this.#guard('findOperations', async () => {
       // The idempotency key an attempt sent is recorded on it (migration 0013): the agent's own
       // when kept, a SHA-256 prefix under max_length; before 0013 it was the operation's id, for
-      // tools that send one. (No index on attempts.idempotency_key yet: a webhook's lookup scans
-      // the attempts.) A
+      // tools that send one (attempts_idempotency_key_idx, migration 0017, serves the lookup). A
       // reference is the destination's word when an attempt's response carried it; only when none
       // did, one that evidence brought and settled the operation with (a note's reference, or a
       // claim that did not settle, must not make a webhook's lookup ambiguous).

@@ -189,8 +189,9 @@ for (const target of storeTargets()) {
         );
         await scratch.query(`delete from kysely_migration where name = '0011-approval-fingerprints'`);
         // Nor the migrations after it, which run again: 0012, 0013 and 0014 add columns (dropped here),
-        // 0015 redefines two checks (it runs again as it is). A later one must be undone here too
-        // when it cannot run twice.
+        // 0015 redefines two checks (it runs again as it is), 0017 indexes a column of 0013 (the
+        // index goes with the dropped column). A later one must be undone here too when it cannot
+        // run twice.
         await scratch.query('alter table attempts drop column outcome_rule, drop column error_code');
         await scratch.query(
           'alter table attempts drop column idempotency_key, drop column agent_idempotency_key, drop column gate_idempotency_key',
