@@ -9,7 +9,7 @@
  *    HTTP goes, but such a tunnel only ever carries what the gate reads (plain HTTP, or TLS it
  *    intercepts); anything else there (the destination speaks first) is closed, never relayed.
  * 2. Once the tunnel is up, the client's first bytes say what it carries (docs/design.md §4.2, see
- *    `peekTunnel`). For TLS the whole ClientHello is read and its SNI is routed too, the same way
+ *    `peekTunnel`; `tunnelCarries` decides what it gets). For TLS the whole ClientHello is read and its SNI is routed too, the same way
  *    the CONNECT authority was: the authority is only what the client asked the proxy for, the SNI
  *    is the host the session is for (`CONNECT 140.82.112.5:443` with SNI `api.github.com` is a
  *    session with api.github.com). Then, in this order:
@@ -52,8 +52,9 @@ import { type DestinationGuard, DestinationRefusedError } from './destination-gu
 import { interceptTls } from './intercept-tls.js';
 import { type Authority, parseAuthority } from './parse-target.js';
 import type { ProxyAuthenticator } from './proxy-auth.js';
-import type { ProxyCounter, ProxyCounters } from './proxy-counters.js';
+import type { ProxyCounters } from './proxy-counters.js';
 import type { ProxyLimits } from './proxy-limits.js';
+import { type Carries, type TunnelRouting, tunnelCarries } from './tunnel-carries.js';
 import { type Peeked, peekTunnel } from './tunnel-peek.js';
 import type { TunnelClient, TunnelSockets } from './tunnel-sockets.js';
 import { writeRawResponse } from './write-raw-response.js';
@@ -98,25 +99,6 @@ const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 const TLS_ACCESS_DENIED = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49]);
 
 type TunnelState = 'connecting' | 'peeking' | 'relaying' | 'serving';
-
-/** What a peeked tunnel gets. */
-type Carries =
-  | { readonly kind: 'relay' }
-  | { readonly kind: 'serve' }
-  | { readonly kind: 'intercept'; readonly authority: Authority }
-  | { readonly kind: 'close'; readonly counter: ProxyCounter | null; readonly reason: string };
-
-/** How the tunnel's names are routed: the CONNECT authority's decision, and any other host's. */
-interface TunnelRouting {
-  readonly authority: Authority;
-  readonly decision: RouteDecision;
-  readonly route: (host: string) => RouteDecision;
-  /**
-   * Open only because a tool names the host on this port (not in `allowPorts`): only what the gate
-   * reads and governs goes through it, never a relay.
-   */
-  readonly toolPort: boolean;
-}
 
 export class ConnectTunnel {
   readonly #gate: GateHandler;
@@ -274,7 +256,7 @@ export class ConnectTunnel {
           peeked.kind === 'tls' && peeked.serverName !== null ? normalizeHost(peeked.serverName) : null;
         const pending = sni === null ? null : (this.#gate.prepare?.(sni, routing.authority.port) ?? null);
         const go = (): void => {
-          const carries = this.#onlyGoverned(this.#carries(peeked, routing), routing);
+          const carries = tunnelCarries(peeked, routing, this.#ca !== undefined);
           switch (carries.kind) {
             case 'relay':
               state = 'relaying';
@@ -329,70 +311,6 @@ export class ConnectTunnel {
         client.destroy();
       }
     });
-  }
-
-  /**
-   * What the tunnel gets, from what it was seen to carry. Hosts no tool names are never
-   * decrypted; a governed host's TLS is never relayed unread when its SNI says so.
-   */
-  #carries(peeked: Peeked, routing: TunnelRouting): Carries {
-    switch (peeked.kind) {
-      case 'http':
-        return { kind: 'serve' };
-      case 'server_first':
-        return { kind: 'relay' };
-      case 'closed':
-        return { kind: 'close', counter: null, reason: 'the client left before sending a byte' };
-      case 'timeout':
-        return { kind: 'close', counter: 'tunnelsPeekTimedOut', reason: 'nothing decisive came in time' };
-      case 'bad_tls':
-        return { kind: 'close', counter: 'tunnelsRefusedBadClientHello', reason: peeked.reason };
-      case 'tls':
-        return this.#carriesTls(peeked.serverName, routing);
-    }
-  }
-
-  /** On a port open only for a tool, nothing is relayed unread: closed instead. */
-  #onlyGoverned(carries: Carries, routing: TunnelRouting): Carries {
-    if (!routing.toolPort || carries.kind !== 'relay') return carries;
-    return {
-      kind: 'close',
-      counter: 'tunnelsRefusedUnreadable',
-      reason: `port ${routing.authority.port} is open to tunnels only for the HTTP a tool names there, and this tunnel carries something else (the destination spoke first)`,
-    };
-  }
-
-  #carriesTls(serverName: string | null, routing: TunnelRouting): Carries {
-    const { authority, decision } = routing;
-    const sni = serverName === null ? null : normalizeHost(serverName);
-    const sniDecision = sni === null ? null : sni === authority.host ? decision : routing.route(sni);
-    if (sni !== null && sniDecision?.kind === 'refuse') {
-      return {
-        kind: 'close',
-        counter: 'tunnelsRefusedSniBlocked',
-        reason: `its SNI ${sni} is refused by the policies`,
-      };
-    }
-    if (sni !== null && sniDecision?.kind === 'govern') {
-      if (this.#ca === undefined) {
-        return {
-          kind: 'close',
-          counter: 'tunnelsRefusedSniUngovernable',
-          reason: `its SNI ${sni} is a governed host and the gate has no CA (--ca-dir) to intercept it`,
-        };
-      }
-      return { kind: 'intercept', authority: { host: sni, port: authority.port } };
-    }
-    if (decision.kind !== 'govern') return { kind: 'relay' };
-    if (this.#ca !== undefined) return { kind: 'intercept', authority };
-    // The CONNECT names a governed host and the gate cannot read what the tunnel carries: an SNI
-    // left out or naming another host does not make it safe to relay (the destination's default
-    // virtual host answers, and the POST goes out ungoverned).
-    return {
-      kind: 'close',
-      counter: 'tunnelsRefusedSniUngovernable',
-      reason: `it carries TLS to ${authority.host}:${authority.port}, a governed destination, ${sni === null ? 'without an SNI' : `with the SNI ${sni}`}, and the gate has no CA (--ca-dir) to intercept it`,
-    };
   }
 
   /** Closes a tunnel refused after its `200`: a TLS alert when it carries TLS, a log line, a count. */
