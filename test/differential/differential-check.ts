@@ -162,7 +162,8 @@ async function check(
       if (baseReading === null || sentBase.headers['effectgate-verdict'] !== 'allow') {
         // Arguments another framework reads otherwise (an id `7.json` is 7 to Rails) are refused
         // by the reading rule itself: the gate cannot tell them apart, so it sends nothing.
-        if (!READING_REFUSALS.has(problemType(sentBase) ?? '')) {
+        const refusal = problemType(sentBase) ?? '';
+        if (!READING_REFUSALS.has(refusal) && !CONTRACT_REFUSALS.has(refusal)) {
           fail(
             `the canonical request with the destination's arguments was not allowed (${sentBase.status} ${sentBase.body.toString().slice(0, 300)})`,
             blocked,
@@ -212,6 +213,14 @@ const READING_REFUSALS = new Set([
   'urn:effectgate:problem:arguments_ambiguous',
   'urn:effectgate:problem:body_unreadable',
 ]);
+
+/**
+ * Refusals a tool's own contract makes of arguments the destination would read: a body member that
+ * carries the tool's idempotency key (PagerDuty's `dedup_key`) must be a string, so the object a
+ * bracket name makes of it (`dedup_key[x]=…` to Rails, Laravel, Express) is refused, nothing sent —
+ * the destination itself refuses a non-string key.
+ */
+const CONTRACT_REFUSALS = new Set(['urn:effectgate:problem:idempotency_key']);
 
 function problemType(response: RawResponse): string | null {
   try {
