@@ -40,6 +40,7 @@ import {
   destinationRefusedResponse,
   problemResponse,
   renderStoreUnavailable,
+  speakRefusal,
   transportProblem,
   upstreamFailedResponse,
 } from './problem-response.js';
@@ -330,7 +331,10 @@ export class Gate implements GateHandler {
         proposed.detail,
         proposed.path === null ? undefined : { path: proposed.path },
       );
-      return proposed.rpcId === undefined ? refusal : asJsonRpcError(refusal, proposed.rpcId);
+      if (proposed.rpcId !== undefined) return asJsonRpcError(refusal, proposed.rpcId);
+      // A JSON-RPC tool's refusal without a request id to answer stays problem+json.
+      const protocol = proposed.protocol ?? 'http';
+      return protocol === 'jsonrpc' ? refusal : speakRefusal(refusal, protocol, null);
     }
     if (proposed.kind === 'unclassified') {
       if (g.policies.default === 'block') {
@@ -350,11 +354,9 @@ export class Gate implements GateHandler {
     if (namedRun !== null) {
       const refused = runRefusal(namedRun);
       if (refused !== null) {
-        // A JSON-RPC tool's client reads a JSON-RPC error for its request's id, as for any refusal.
+        // In the tool's dialect: a JSON-RPC error for the request's id, a vendor SDK's own error.
         const refusal = transportProblem('bad_request', refused);
-        return proposal.tool.verdict.protocol === 'jsonrpc'
-          ? asJsonRpcError(refusal, proposal.rpcId)
-          : refusal;
+        return speakRefusal(refusal, proposal.tool.verdict.protocol, proposal.rpcId);
       }
     } else {
       // A run is derived only for a request some tool governs (run-identity.ts): ungoverned

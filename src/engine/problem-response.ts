@@ -4,8 +4,12 @@
  * engine so every gate-made error has one shape; verdicts are rendered by `verdict-response.ts`.
  */
 import { type ErrorCode, type ErrorVariant, errorAnswer } from '../errors.js';
+import type { VerdictProtocol } from '../policy/index.js';
+import { speakRefusal } from './refusal-dialects.js';
 import { tlsVerificationAdvice } from './tls-verification.js';
 import type { GateResponse } from './types.js';
+
+export { asJsonRpcError, speakRefusal } from './refusal-dialects.js';
 
 const encoder = new TextEncoder();
 
@@ -151,27 +155,16 @@ export function transportProblem(
 }
 
 /**
- * A problem response as a JSON-RPC 2.0 error (`-32600` Invalid Request) with the request's `id`,
- * keeping the HTTP status: what an MCP server itself answers a request it rejects at the transport
- * (MCP 2026-07-28: 400 with a JSON-RPC error), so an MCP client surfaces the gate's message.
- */
-export function asJsonRpcError(response: GateResponse, rpcId: string | number | null): GateResponse {
-  const data = JSON.parse(new TextDecoder().decode(response.body)) as { detail?: unknown };
-  return {
-    status: response.status,
-    headers: { ...response.headers, 'content-type': 'application/json' },
-    body: encoder.encode(
-      JSON.stringify({ jsonrpc: '2.0', id: rpcId, error: { code: -32600, message: data.detail, data } }),
-    ),
-  };
-}
-
-/**
  * Fail closed: without its store the gate cannot tell a first effect from a repeat, so nothing is
- * sent. JSON-RPC tools get the same facts as a JSON-RPC error, as their clients expect.
+ * sent. JSON-RPC tools get the same facts as a JSON-RPC error, as their clients expect; the other
+ * dialects as their SDK's own error, which it does not repeat (`refusal-dialects.ts`).
  */
 export function renderStoreUnavailable(
-  tool: { readonly id: string; readonly effect: string; readonly verdict: { readonly protocol: string } },
+  tool: {
+    readonly id: string;
+    readonly effect: string;
+    readonly verdict: { readonly protocol: VerdictProtocol };
+  },
   rpcId: string | number | null,
 ): GateResponse {
   const detail = `The gate cannot reach its store, so it cannot tell whether this ${tool.effect} effect (tool ${tool.id}) was already done. Nothing was sent (fail closed). Try again later.`;
@@ -181,18 +174,7 @@ export function renderStoreUnavailable(
     extra: { tool: tool.id },
     headers: { 'retry-after': '5' },
   });
-  if (tool.verdict.protocol === 'graphql') {
-    // As a GraphQL error, which a GraphQL client raises with this text (verdict-response.ts).
-    const data = JSON.parse(new TextDecoder().decode(response.body)) as Record<string, unknown>;
-    const { code, ...facts } = data;
-    const extensions = { code: 'EFFECTGATE_STORE_UNAVAILABLE', ...facts, error_code: code };
-    return {
-      status: 200,
-      headers: { 'content-type': 'application/json', 'retry-after': '5', 'cache-control': 'no-store' },
-      body: encoder.encode(JSON.stringify({ errors: [{ message: detail, extensions }], data: null })),
-    };
-  }
-  if (tool.verdict.protocol !== 'jsonrpc') return response;
+  if (tool.verdict.protocol !== 'jsonrpc') return speakRefusal(response, tool.verdict.protocol, rpcId);
   const data = JSON.parse(new TextDecoder().decode(response.body)) as unknown;
   return {
     status: 200,

@@ -1,4 +1,4 @@
-import type { Classification, Classifier, Tool } from '../policy/index.js';
+import type { Classification, Classifier, Tool, VerdictProtocol } from '../policy/index.js';
 import type { BlockInput, DedupeKeyInput, Scope } from '../store/index.js';
 import { type ArgumentDocument, buildArgumentDocument, contentTypeOf } from './argument-document.js';
 import { ArgumentRefusal } from './argument-refusal.js';
@@ -62,6 +62,11 @@ export type Proposed =
       readonly path: string | null;
       /** Set when the refusal is answered as a JSON-RPC error to this request id. */
       readonly rpcId?: string | number | null;
+      /**
+       * The dialect every candidate tool of the route speaks, so the refusal is answered as that
+       * API's SDK reads it (`refusal-dialects.ts`); `http` when they differ or there are none.
+       */
+      readonly protocol?: VerdictProtocol;
     }
   /** A route matched but no tool's body conditions did, and the body was read: relay it. */
   | { readonly kind: 'unclassified' };
@@ -73,6 +78,12 @@ export type Proposed =
  * one client's megabyte never stalls the event loop every other request waits on.
  */
 export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
+  const proposed = proposeOrRefuse(ctx, request);
+  if (proposed.kind !== 'refused') return proposed;
+  return { ...proposed, protocol: routeProtocol(ctx, request) };
+}
+
+function proposeOrRefuse(ctx: ProposalContext, request: GateRequest): Proposed {
   try {
     return classify(ctx, request);
   } catch (err) {
@@ -89,6 +100,23 @@ export function propose(ctx: ProposalContext, request: GateRequest): Proposed {
       path: null,
     };
   }
+}
+
+/**
+ * The dialect of a refused request's route, read from its head alone (the body is what was
+ * refused): the one every candidate tool speaks, else `http`, since an answer in one API's shape
+ * would be misread by another's client.
+ */
+function routeProtocol(ctx: ProposalContext, request: GateRequest): VerdictProtocol {
+  let candidates: readonly Classification[];
+  try {
+    candidates = ctx.routes.classify(request).candidates;
+  } catch {
+    return 'http';
+  }
+  const protocols = new Set(candidates.map((c) => c.tool.verdict.protocol));
+  const [only] = protocols;
+  return protocols.size === 1 && only !== undefined ? only : 'http';
 }
 
 function classify(ctx: ProposalContext, request: GateRequest): Proposed {

@@ -8,7 +8,8 @@
  * A duplicate must raise the SDK's ordinary typed error carrying the gate's reason, the stand-in
  * must have seen the effect once, and the trail must count one duplicate proposal: none of the
  * SDK's automatic retries (stripe-node repeats a 409 twice, `@slack/web-api` any status but 200)
- * reached the gate.
+ * reached the gate. The same holds for what the gate answers without a verdict: arguments it
+ * refuses, and a store outage (fail closed), each reaching the gate once.
  */
 import { readFileSync } from 'node:fs';
 import { Octokit } from '@octokit/rest';
@@ -42,6 +43,28 @@ type Fetch = typeof globalThis.fetch;
 function fetchThrough(dispatcher: Dispatcher): Fetch {
   return ((input: string | URL, init?: RequestInit) =>
     undiciFetch(input as string, { ...(init as object), dispatcher } as never)) as unknown as Fetch;
+}
+
+/** `fetch` counting the requests it makes: what the gate saw, SDK retries included. */
+function counting(fetch: Fetch): { fetch: Fetch; calls: () => number } {
+  let calls = 0;
+  return {
+    fetch: ((input: string | URL, init?: RequestInit) => {
+      calls += 1;
+      return fetch(input, init);
+    }) as Fetch,
+    calls: () => calls,
+  };
+}
+
+/** The error `promise` rejects with; resolving fails the test with `what`. */
+async function rejection<E>(promise: Promise<unknown>, what: string): Promise<E> {
+  return promise.then(
+    () => {
+      throw new Error(what);
+    },
+    (e: unknown) => e as E,
+  );
 }
 
 function json(res: import('node:http').ServerResponse, status: number, body: unknown): void {
@@ -177,6 +200,140 @@ for (const target of storeTargets()) {
 
       expect(ledger('/repos/acme/widgets/issues')).toBe(1);
       expect(await duplicatesOf('github.create_issue')).toBe(1);
+    });
+    it('argument refusals are each SDK’s own error with the gate’s reason, sent once and not retried', async () => {
+      const before = standIn.requests.length;
+
+      const stripeFetch = counting(gatedFetch('stripe-refused'));
+      const stripe = new Stripe('sk_test_effectgate', {
+        host: 'api.stripe.com',
+        port: standIn.port,
+        protocol: 'http',
+        httpClient: Stripe.createFetchHttpClient(stripeFetch.fetch),
+        maxNetworkRetries: 2,
+      });
+      const order = { customer: 'cus_9', amount: 100, currency: 'eur', description: 'order 9' };
+      const stripeError = await rejection<InstanceType<typeof Stripe.errors.StripeInvalidRequestError>>(
+        stripe.paymentIntents.create(order, { idempotencyKey: 'k'.repeat(300) }),
+        'an unusable idempotency key was sent',
+      );
+      expect(stripeError).toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+      expect(stripeError.statusCode).toBe(400);
+      expect(stripeError.code).toBe('effectgate_idempotency_key');
+      expect(stripeError.message).toContain('stripe.create_payment_intent');
+      expect(stripeFetch.calls()).toBe(1);
+
+      const slackFetch = counting(gatedFetch('slack-refused'));
+      const slack = new WebClient('xoxb-effectgate', {
+        slackApiUrl: `http://slack.com:${standIn.port}/api/`,
+        fetch: slackFetch.fetch,
+      });
+      // The channel in the query and in the body: servers disagree on which one counts.
+      const slackError = await rejection<WebAPIPlatformError>(
+        slack.apiCall('chat.postMessage?channel=C0999999', { channel: 'C0123456', text: 'refused' }),
+        'an ambiguous message was posted',
+      );
+      expect(slackError.code).toBe('slack_webapi_platform_error');
+      expect(slackError.data.error).toBe('effectgate_arguments_ambiguous');
+      const slackData = slackError.data as unknown as { detail: string; effectgate: Record<string, unknown> };
+      expect(slackData.detail).toContain('both in the query and in the body');
+      expect(slackData.effectgate).toMatchObject({ code: 'EG_ERR_ARGUMENTS_AMBIGUOUS', status: 422 });
+      expect(slackFetch.calls()).toBe(1);
+
+      const githubFetch = counting(gatedFetch('github-refused'));
+      const octokit = new Octokit({
+        auth: 'ghp_effectgate',
+        baseUrl: `http://api.github.com:${standIn.port}`,
+        request: { fetch: githubFetch.fetch },
+      });
+      // `Title` is the key's `title` only to a server that reads member names without case.
+      const githubError = await rejection<{ name: string; status: number; message: string }>(
+        octokit.request('POST /repos/{owner}/{repo}/issues', {
+          owner: 'acme',
+          repo: 'widgets',
+          Title: 'x',
+        } as never),
+        'an ambiguous issue was created',
+      );
+      expect(githubError.name).toBe('HttpError');
+      expect(githubError.status).toBe(422);
+      expect(githubError.message).toContain('without letter case');
+      expect(githubFetch.calls()).toBe(1);
+
+      expect(standIn.requests.length).toBe(before);
+    });
+  });
+
+  describe(`vendor SDKs read a store outage in their own dialect and do not retry it (${target.name})`, () => {
+    it('stripe-node, @slack/web-api and Octokit each raise their own error once, and nothing is sent', async () => {
+      const store = await openTestStore(target);
+      const gate = await createGate({
+        policies,
+        store,
+        scope: { tenant: 'acme', area: 'billing', agent: 'sdk-bot' },
+        resolveGovernedHosts: 'off',
+      });
+      const standIn = await startUpstream((_req, res) => json(res, 500, { message: 'must not be reached' }));
+      const agent = loopbackAgent();
+      const through = (): ReturnType<typeof counting> =>
+        counting(fetchThrough(agent.compose(gateInterceptor(gate, { run: 'outage-run' }))));
+      try {
+        await store.close(); // the store goes away under a running gate
+
+        const stripeFetch = through();
+        const stripe = new Stripe('sk_test_effectgate', {
+          host: 'api.stripe.com',
+          port: standIn.port,
+          protocol: 'http',
+          httpClient: Stripe.createFetchHttpClient(stripeFetch.fetch),
+          maxNetworkRetries: 2,
+        });
+        const stripeError = await rejection<InstanceType<typeof Stripe.errors.StripeAPIError>>(
+          stripe.paymentIntents.create({ customer: 'cus_1', amount: 1, currency: 'eur', description: 'o' }),
+          'a payment was answered without a store',
+        );
+        expect(stripeError).toBeInstanceOf(Stripe.errors.StripeAPIError);
+        expect(stripeError.statusCode).toBe(503);
+        expect(stripeError.code).toBe('effectgate_store_unavailable');
+        expect(stripeError.message).toContain('cannot reach its store');
+        expect(stripeError.headers?.['retry-after']).toBe('5');
+        expect(stripeFetch.calls()).toBe(1);
+
+        const slackFetch = through();
+        const slack = new WebClient('xoxb-effectgate', {
+          slackApiUrl: `http://slack.com:${standIn.port}/api/`,
+          fetch: slackFetch.fetch,
+        });
+        const slackError = await rejection<WebAPIPlatformError>(
+          slack.chat.postMessage({ channel: 'C0123456', text: 'outage' }),
+          'a message was answered without a store',
+        );
+        expect(slackError.code).toBe('slack_webapi_platform_error');
+        expect(slackError.data.error).toBe('effectgate_store_unavailable');
+        expect((slackError.data as unknown as { detail: string }).detail).toContain('cannot reach its store');
+        expect(slackFetch.calls()).toBe(1);
+
+        const githubFetch = through();
+        const octokit = new Octokit({
+          auth: 'ghp_effectgate',
+          baseUrl: `http://api.github.com:${standIn.port}`,
+          request: { fetch: githubFetch.fetch },
+        });
+        const githubError = await rejection<{ name: string; status: number; message: string }>(
+          octokit.rest.issues.create({ owner: 'acme', repo: 'widgets', title: 'outage' }),
+          'an issue was answered without a store',
+        );
+        expect(githubError.name).toBe('HttpError');
+        expect(githubError.status).toBe(503);
+        expect(githubError.message).toContain('cannot reach its store');
+        expect(githubFetch.calls()).toBe(1);
+
+        expect(standIn.requests).toHaveLength(0);
+      } finally {
+        await agent.close();
+        await gate.close();
+        await standIn.close();
+      }
     });
   });
 }
