@@ -494,6 +494,7 @@ export class Gate implements GateHandler {
               },
         retryBudget: tool.retry.budget,
         unknownRule: unknownRuleOf(tool),
+        hasLookup: tool.reconcile !== null,
         onExpired: tool.dedupe?.onExpired ?? 'unknown',
         claimedOperationId: request.context.operation,
         clientRetryReason: request.context.retryReason === 'operator_requested' ? 'operator_requested' : null,

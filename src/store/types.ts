@@ -171,6 +171,13 @@ export interface ReserveInput extends DecideCommon {
   /** What to do when the key's operation has an unknown outcome (from the tool); recorded on a new operation. */
   readonly unknownRule: UnknownRule;
   /**
+   * The tool declares a reconcile lookup. An accepted operation (eg_accepted.sql) is looked up
+   * whenever the tool can, whatever its unknown rule: `idempotency.honored: true` makes a retry of
+   * an unknown outcome safe without a lookup, but the work a destination accepted is still
+   * best found by looking. Absent: only a `reconcile` unknown rule looks.
+   */
+  readonly hasLookup?: boolean;
+  /**
    * A reservation found expired without an outcome: `unknown` marks its attempt `sent_no_response`
    * (observation `outcome_lost`) and answers by `unknownRule`; `retry` (tool `dedupe.on_expired`)
    * lets this proposal go out again as `curator_accepted_risk`.

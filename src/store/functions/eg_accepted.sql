@@ -1,6 +1,7 @@
 -- A proposal for a key whose operation the destination accepted and has not finished (migration
 -- 0015: `outcome.accepted`, a 202, or an MCP task): the key stays reserved for that operation and
--- is never taken over, whatever its pending_ttl. A tool with a reconcile lookup looks first (the
+-- is never taken over, whatever its pending_ttl. A tool with a reconcile lookup (hasLookup, or a
+-- `reconcile` unknown rule; `idempotency.honored: true` does not stop it looking) looks first (the
 -- first call answers `reconcile` and records nothing; the gate looks and calls again with the
 -- observation): an item found settles the operation succeeded (two or more:
 -- duplicate_effect_confirmed), confirms the key and answers the proposal as a duplicate of it.
@@ -24,7 +25,8 @@ declare
   v_source json;
 begin
   if jsonb_typeof(p -> 'reconciliation') is distinct from 'object'
-      and coalesce(p ->> 'unknownRule', 'hold') = 'reconcile' then
+      and (coalesce(p ->> 'unknownRule', 'hold') = 'reconcile'
+        or coalesce((p ->> 'hasLookup')::boolean, false)) then
     return json_build_object('verdict', 'reconcile', 'decisionId', null, 'operationId', p_key.operation_id,
       'attemptId', p_key.attempt_id);
   end if;

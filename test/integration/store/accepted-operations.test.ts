@@ -112,6 +112,25 @@ for (const target of storeTargets()) {
       expect((await keyState(key.hash))?.state).toBe('confirmed');
     });
 
+    it('a tool whose destination honors idempotency keys still looks up an accepted operation when it has a lookup', async () => {
+      const { key, first } = await accepted();
+      // Without the lookup flag the honored rule never looks: the proposal is pending at once.
+      expectVerdict(await store.decide(reserve(newRun(), key, { unknownRule: 'honored' })), 'pending');
+      const ask = await store.decide(reserve(newRun(), key, { unknownRule: 'honored', hasLookup: true }));
+      expect(ask).toMatchObject({ verdict: 'reconcile', operationId: first.operationId });
+      const target = { operationId: first.operationId!, attemptId: first.attemptId };
+      const found = await store.decide(
+        reserve(newRun(), key, {
+          unknownRule: 'honored',
+          hasLookup: true,
+          reconciliation: reconciliation(target, 'match'),
+        }),
+      );
+      expectVerdict(found, 'duplicate');
+      expect((await store.getOperation(first.operationId!))?.state).toBe('succeeded');
+      expect((await keyState(key.hash))?.state).toBe('confirmed');
+    });
+
     it("an agent's read-back that shows the work done settles it", async () => {
       const key = newKey();
       const first = await store.decide(reserve(newRun(), key));
