@@ -177,6 +177,25 @@ for (const target of storeTargets()) {
         expect(ops.filter((o) => o.state === 'succeeded')).toHaveLength(1);
         expect(attempts.find((a) => a.error === null)?.destinationRef).toBe(issues[0]!.id);
       });
+      it(`refuses a document it cannot read one way as a GraphQL error the SDK raises, sent once (${doorName})`, async () => {
+        const { client, exchanges } = connect();
+        const calls = graph.calls.length;
+        // Two operations and no operationName: which one a server runs is not the request's to say.
+        const document = `mutation A { issueCreate(input: { teamId: "${team}", title: "a" }) { success } }
+          mutation B { issueCreate(input: { teamId: "${team}", title: "b" }) { success } }`;
+        const err = await rejection(client.client.rawRequest(document));
+        expect(err).toBeInstanceOf(LinearError);
+        expect(exchanges).toHaveLength(1);
+        const gateError = exchanges[0]!.body.errors![0]!;
+        expect(exchanges[0]!.status).toBe(200);
+        expect(gateError.extensions).toMatchObject({
+          code: 'EFFECTGATE_GRAPHQL_INVALID',
+          error_code: 'EG_ERR_GRAPHQL_INVALID',
+          status: 400,
+        });
+        expect((err as LinearError).errors?.[0]?.message).toBe(gateError.message);
+        expect(graph.calls).toHaveLength(calls);
+      });
     }
   });
 }
