@@ -50,6 +50,7 @@ import type { PendingReadBack } from './read-back.js';
 import { reconcileLookup } from './reconcile-lookup.js';
 import { clientAddress, DERIVED_RUN_PREFIX, isDerivedRun, type RunIdentity } from './run-identity.js';
 import { modeOf, shadowDispatchOf, shadowHeaders, shadowVerdictOf } from './shadow-dispatch.js';
+import { settleTaskRead } from './task-read.js';
 import type {
   GateHandler,
   GateRequest,
@@ -347,6 +348,18 @@ export class Gate implements GateHandler {
         routes.length === 0 ? null : g.readBacks.begin(routes, request.scope ?? g.ctx.scope, this.#o.store);
       const sent = await send(toUpstream(request));
       if (pending !== null) this.#observeReadBack(pending, request, sent, g);
+      // An MCP task read on a governed route: its answer may say how an accepted call ended.
+      // Recorded before the answer is relayed, so the agent that reads "completed" and calls again
+      // is answered duplicate; a store error is logged, never the agent's answer.
+      if (proposed.taskRead !== undefined) {
+        const read = proposed.taskRead;
+        try {
+          const recorded = await settleTaskRead(read, sent, this.#o.store);
+          if (recorded > 0) this.#o.logger.info({ recorded, taskId: read.taskId }, 'MCP task read settled');
+        } catch (err) {
+          this.#o.logger.error({ err, taskId: read.taskId }, 'recording an MCP task read failed');
+        }
+      }
       return this.#relay(sent, null);
     }
     let proposal = proposed.proposal;

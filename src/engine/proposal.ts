@@ -15,6 +15,7 @@ import { authorityRef, requestFingerprint } from './request-fingerprint.js';
 import { bodyNamesMethod, type HeadRoute, type RouteClassifier } from './route-classifier.js';
 import { redactedPath } from './secret-captures.js';
 import { buildSemanticKey } from './semantic-key.js';
+import { type TaskRead, taskReadOf } from './task-read.js';
 import type { GateRequest } from './types.js';
 import { foldedMatch, unreadableBody } from './unclassified-body.js';
 import { jsonRpcId } from './verdict-response.js';
@@ -69,7 +70,8 @@ export type Proposed =
       readonly protocol?: VerdictProtocol;
     }
   /** A route matched but no tool's body conditions did, and the body was read: relay it. */
-  | { readonly kind: 'unclassified' };
+  /** `taskRead`: an MCP task read on a governed route, whose answer may settle an accepted operation. */
+  | { readonly kind: 'unclassified'; readonly taskRead?: TaskRead };
 
 /**
  * The tool, its arguments, the trail facts and the semantic key of a request that `route()` sent
@@ -149,7 +151,9 @@ function classify(ctx: ProposalContext, request: GateRequest): Proposed {
   if (chosen === null) return unclassified(request, args0.body, route.candidates);
   // Polling a task is a read, never a proposal (MCP Tasks): however broadly a tool matches, the
   // agent asking how its accepted call is going must not be answered "duplicate".
-  if (chosen.tool.verdict.protocol === 'jsonrpc' && isTaskRead(args0.body)) return { kind: 'unclassified' };
+  if (chosen.tool.verdict.protocol === 'jsonrpc' && isTaskRead(args0.body)) {
+    return passedUnclassified(args0.body, route.candidates);
+  }
   const tool = chosen.tool;
   const isGraphql = mutation !== null && (tool.match.graphqlMutation ?? null) !== null;
   const args: ArgumentDocument = isGraphql
@@ -255,7 +259,18 @@ function unclassified(request: GateRequest, body: unknown, candidates: readonly 
       path: null,
     };
   }
-  return { kind: 'unclassified' };
+  return passedUnclassified(body, candidates);
+}
+
+/**
+ * Unclassified, passed as it is; a `tasks/get` or `tasks/result` on a route `jsonrpc` tools govern
+ * carries the task read, whose answer may settle one of their accepted operations (task-read.ts).
+ * Only such a request costs the store a lookup: other ungoverned traffic none.
+ */
+function passedUnclassified(body: unknown, candidates: readonly Classification[]): Proposed {
+  const toolIds = candidates.filter((c) => c.tool.verdict.protocol === 'jsonrpc').map((c) => c.tool.id);
+  const taskRead = toolIds.length === 0 ? null : taskReadOf(body, toolIds);
+  return taskRead === null ? { kind: 'unclassified' } : { kind: 'unclassified', taskRead };
 }
 
 /** MCP's task reads (`tasks/get`, `tasks/result`, `tasks/list`): they ask, they do nothing. */
