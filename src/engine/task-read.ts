@@ -88,6 +88,9 @@ export async function settleTaskRead(read: TaskRead, sent: UpstreamResult, store
   let recorded = 0;
   for (const op of ops) {
     if (op.state !== 'accepted' || !read.toolIds.includes(op.toolId)) continue;
+    // An earlier attempt's task (the operation was retried since) speaks for that attempt only.
+    const last = op.attempts.at(-1);
+    if (last === undefined || last.destinationRef !== read.taskId) continue;
     const result = await store.addObservation({
       operationId: op.id,
       kind: 'read_back',
@@ -99,7 +102,7 @@ export async function settleTaskRead(read: TaskRead, sent: UpstreamResult, store
       refs: [],
       payloadFingerprint: `sha256:${createHash('sha256').update(sent.body).digest('hex')}`,
       source: 'gate',
-      asOfAttemptId: op.attempts.at(-1)?.id ?? null,
+      asOfAttemptId: last.id,
     });
     if (!result.alreadyRecorded) recorded++;
   }
