@@ -26,6 +26,19 @@ tools:
       method: GET
       path: /exports?status=done
       match: { $.name: $.body.name }
+  # The same job service behind a path whose tool says the destination honors idempotency keys:
+  # a retry of an unknown outcome needs no lookup, but accepted work is still found by looking.
+  - id: jobs.start_export_keyed
+    match: { hosts: [127.0.0.1], method: POST, path: /keyed-exports }
+    effect: create
+    dedupe: { key: [$.body.name], window: 1h }
+    idempotency: { header: Idempotency-Key, honored: true }
+    outcome:
+      accepted: [202]
+    reconcile:
+      method: GET
+      path: /exports?status=done
+      match: { $.name: $.body.name }
 `;
 
 interface Job {
@@ -59,7 +72,7 @@ for (const target of storeTargets()) {
           });
           res.end(body);
         };
-        if (req.method === 'POST' && req.url === '/exports') {
+        if (req.method === 'POST' && (req.url === '/exports' || req.url === '/keyed-exports')) {
           const { name } = JSON.parse(req.body.toString('utf8')) as { name: string };
           const job: Job = { id: ledger.length + 1, name, status: 'queued' };
           ledger.push(job);
@@ -82,9 +95,9 @@ for (const target of storeTargets()) {
       await store?.close();
     });
 
-    const start = async (run: string, name: string) => {
+    const start = async (run: string, name: string, path = '/exports') => {
       const dispatcher: Dispatcher = agent.compose(gateInterceptor(gate, { run }));
-      const res = await request(`${upstream.url}/exports`, {
+      const res = await request(`${upstream.url}${path}`, {
         dispatcher,
         method: 'POST',
         headers: { 'content-type': 'application/json' },
@@ -124,6 +137,18 @@ for (const target of storeTargets()) {
       expect(after).toMatchObject({ status: 409, verdict: 'duplicate' });
       expect((await store.getOperation(first.operation!))?.state).toBe('succeeded');
       expect(jobs('q3-report')).toHaveLength(1);
+    });
+
+    it('a tool under idempotency.honored with a reconcile lookup still looks up its accepted operation', async () => {
+      const first = await start('run-7', 'keyed-report', '/keyed-exports');
+      expect(first).toMatchObject({ status: 202, verdict: 'allow' });
+      expect((await store.getOperation(first.operation!))?.state).toBe('accepted');
+      expect(await start('run-8', 'keyed-report', '/keyed-exports')).toMatchObject({ verdict: 'pending' });
+      jobs('keyed-report')[0]!.status = 'done';
+      const after = await start('run-9', 'keyed-report', '/keyed-exports');
+      expect(after).toMatchObject({ status: 409, verdict: 'duplicate' });
+      expect((await store.getOperation(first.operation!))?.state).toBe('succeeded');
+      expect(jobs('keyed-report')).toHaveLength(1);
     });
 
     it('a failure the destination reports by callback releases the key: the retry goes out once', async () => {
