@@ -14,6 +14,20 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 export const MIGRATIONS_DIR: string = fileURLToPath(new URL('../src/store/migrations/', import.meta.url));
 export const LOCK_FILE: string = join(MIGRATIONS_DIR, 'migrations.lock.json');
 
+/**
+ * The text a checksum covers: what runs. Comment blocks and lines that open with a comment marker
+ * (the `/* … *\/` headers and `//` notes of the TypeScript, `--` lines of SQL) are left out, so
+ * a comment can be corrected without the lock calling the migration edited; every statement,
+ * string and identifier still counts.
+ */
+export function withoutComments(text: string): string {
+  return text
+    .replace(/^[ \t]*\/\*[\s\S]*?\*\/[ \t]*\n/gm, '')
+    .split('\n')
+    .filter((line) => !/^\s*(\/\/|--)/.test(line))
+    .join('\n');
+}
+
 /** sha256 of each migration folder: its files' relative paths and texts, in path order. */
 export function migrationChecksums(dir: string = MIGRATIONS_DIR): Record<string, string> {
   const checksums: Record<string, string> = {};
@@ -26,7 +40,7 @@ export function migrationChecksums(dir: string = MIGRATIONS_DIR): Record<string,
       .sort();
     for (const file of files) {
       // Line endings normalized, so a Windows checkout (autocrlf) hashes the same.
-      const text = readFileSync(join(dir, folder, file), 'utf8').replaceAll('\r\n', '\n');
+      const text = withoutComments(readFileSync(join(dir, folder, file), 'utf8').replaceAll('\r\n', '\n'));
       hash.update(file).update('\0').update(text).update('\0');
     }
     checksums[folder] = `sha256:${hash.digest('hex')}`;

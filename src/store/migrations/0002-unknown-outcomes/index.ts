@@ -1,7 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0002: unknown outcomes (DESIGN.md §3, seed attempt-lineage): the columns and tables for retry
+ * 0002: unknown outcomes (docs/design.md §3 "Attempt lineage"): the columns and tables for retry
  * lineage with a recorded retry decision, forks of a materially changed request into a new
  * operation, observations (reconciliation lookups, gate restarts), approval cards, gate instances
  * (crash recovery) and the store's settings (its authority key; the functions step records the

@@ -1,8 +1,8 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0003: lost outcomes are unknown, never free keys (DESIGN.md §2, §4.1 "Reservation TTL and
- * unknown operations"; issue 9).
+ * 0003: lost outcomes are unknown, never free keys (docs/design.md §2 and §3, and the
+ * policy reference's `dedupe.pending_ttl` and `unknown` rows).
  *
  * - operations.unknown_rule: the tool's unknown-outcome rule (honored | reconcile | hold) recorded
  *   when the operation is created, so recovery (`effectgate recover`, a replica's sweep) knows

@@ -1,7 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0004: MCP multi-round-trip calls (DESIGN.md §4.1 "MCP and other JSON-RPC tools", issue 11). A
+ * 0004: MCP multi-round-trip calls (docs/design.md §4.1, MCP and JSON-RPC tools). A
  * `tools/call` answered `resultType: "input_required"` did not run: the tool asks for input and
  * the client sends the same call again with `inputResponses`. That continuation is the same
  * operation, not a duplicate and not a retry of a failure.

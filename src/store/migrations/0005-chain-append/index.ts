@@ -1,7 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0005: an event append in one statement (issue 12). eg_append_event read the chain head with
+ * 0005: an event append in one statement (docs/benchmarks.md). eg_append_event read the chain head with
  * `select ... for update` and then inserted the event and updated the head: two statements per
  * event, two events per governed allow. With these two columns one UPDATE of the head row takes
  * its lock, moves it and returns what the event row needs, and the INSERT of the event reads it

@@ -1,7 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0006: retention of the event log (issue 12 item 6). Old events can be archived as a verified
+ * 0006: retention of the event log (docs/design.md, `effectgate audit prune`). Old events can be archived as a verified
  * segment (`effectgate audit prune`) and removed from the store; each chain then starts after its
  * BASE, recorded in its head row, and is verified from there.
  *

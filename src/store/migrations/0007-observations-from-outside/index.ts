@@ -1,7 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0007: observations from outside the gate (DESIGN.md §3 "Observations", issue 13): an operator's
+ * 0007: observations from outside the gate (docs/design.md §3): an operator's
  * decision that settles an unknown operation, a destination's callback, an agent's read-back and
  * an operator's note, each appended to its operation (eg_observation.sql).
  *

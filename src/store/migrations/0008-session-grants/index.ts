@@ -1,9 +1,9 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0008: session grants (seed attempt-lineage: "when an agent process receives authority to make a
- * group of calls, record the process's identity, the time of approval and the time of revocation
- * apart from the outcome of the action"; issue 13 item 5). A grant lets one run of one scope retry
+ * 0008: session grants (docs/design.md §3: the authority to make a group
+ * of calls is recorded with the process's identity, the time of approval and the time of
+ * revocation, apart from the outcome of the action). A grant lets one run of one scope retry
  * unknown operations (of one tool, or of every tool) for a period without a per-call approval, for
  * a batch recovery. Who was allowed to try is recorded here; what happened stays in the attempts.
  *

@@ -1,9 +1,8 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0009: the loop breaker counts per run AND key, and a halted run can be released (issue 14 item
- * 3; seed duplicate-effect-recognition: "if the model keeps proposing the same duplicate, the run
- * can stop after repeated skips"). Before this, a run's duplicates added up across keys, and a
+ * 0009: the loop breaker counts per run AND key, and a halted run can be released (docs/design.md
+ * §2: a model that keeps proposing the same duplicate is stopped after repeated skips). Before this, a run's duplicates added up across keys, and a
  * proxy whose clients shared one run halted them all after three duplicates from anyone, until a
  * restart.
  *

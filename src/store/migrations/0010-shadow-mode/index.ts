@@ -1,7 +1,7 @@
 import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
- * 0010: shadow mode (issue 15 item 4; Smokescreen's report mode). A gate or a tool in shadow mode
+ * 0010: shadow mode (docs/design.md §2 "Shadow mode"; Smokescreen's report mode). A gate or a tool in shadow mode
  * computes every verdict as it would in enforce mode and records it, but refuses nothing: what
  * enforce mode would have answered is recorded as `would_<verdict>` and the request is sent
  * anyway, exactly as the agent wrote it.
