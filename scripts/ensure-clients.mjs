@@ -9,6 +9,7 @@
 // skipped test with its reason.
 import { execFileSync } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
+import { aptInstall, canAptInstall } from './apt-install.mjs';
 
 /** Debian package → the module Debian's Python imports from it. */
 const CLIENTS = {
@@ -33,27 +34,11 @@ const imports = (module, python = PYTHON) => {
 const absent = () => Object.entries(CLIENTS).filter(([, module]) => !imports(module));
 
 let missing = absent();
-const canInstall = process.getuid?.() === 0 && existsSync('/usr/bin/apt-get');
-if (missing.length > 0 && canInstall) {
+if (missing.length > 0 && canAptInstall) {
   const packages = missing.map(([pkg]) => pkg);
   if (!existsSync(PYTHON)) packages.push('python3');
   console.error(`Installing the real-client suites' Debian packages: ${packages.join(' ')}…`);
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const install = () =>
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], {
-      env,
-      stdio: 'ignore',
-    });
-  try {
-    install();
-  } catch {
-    try {
-      execFileSync('apt-get', ['update'], { env, stdio: 'ignore' });
-      install();
-    } catch (err) {
-      console.error(`apt-get could not install them (${err.message}); those clients will be skipped.`);
-    }
-  }
+  aptInstall(packages, 'those clients');
   missing = absent();
 }
 for (const [pkg, module] of missing) {

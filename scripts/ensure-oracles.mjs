@@ -8,6 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { aptInstall, canAptInstall } from './apt-install.mjs';
 
 const dir = new URL('../test/differential/oracles/', import.meta.url).pathname;
 const manifests = readdirSync(dir, { withFileTypes: true })
@@ -38,25 +39,9 @@ const installed = (pkg) => {
 };
 const hasDpkg = existsSync('/usr/bin/dpkg-query');
 const missing = [...new Set(manifests.flatMap((m) => m.debian))].filter((p) => hasDpkg && !installed(p));
-const canInstall = process.getuid?.() === 0 && existsSync('/usr/bin/apt-get');
-if (missing.length > 0 && canInstall) {
+if (missing.length > 0 && canAptInstall) {
   console.error(`Installing the differential oracles' Debian packages: ${missing.join(' ')}…`);
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const install = () =>
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...missing], {
-      env,
-      stdio: 'ignore',
-    });
-  try {
-    install();
-  } catch {
-    try {
-      execFileSync('apt-get', ['update'], { env, stdio: 'ignore' });
-      install();
-    } catch (err) {
-      console.error(`apt-get could not install them (${err.message}); those oracles will be skipped.`);
-    }
-  }
+  aptInstall(missing, 'those oracles');
 }
 for (const m of manifests) {
   const absent = m.requires.filter((exe) => !present(exe));
