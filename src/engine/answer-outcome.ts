@@ -137,3 +137,26 @@ function errorCodeOf(tool: Tool, read: () => AnswerJson): string | null {
         : null;
   return text !== null && ERROR_CODE.test(text) ? text : null;
 }
+
+/**
+ * The outcome a status alone decides (the tool's contract does not call it `succeeded`), as the
+ * body readers (JSON-RPC, GraphQL) record it: nothing is read from the answer.
+ */
+export function statusOutcome<S extends string>(
+  state: S,
+  status: number,
+): {
+  readonly operationState: S;
+  readonly destinationRef: null;
+  readonly note: null;
+  readonly rule: string;
+  readonly errorCode: null;
+} {
+  return {
+    operationState: state,
+    destinationRef: null,
+    note: null,
+    rule: `status ${status}`,
+    errorCode: null,
+  };
+}

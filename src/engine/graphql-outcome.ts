@@ -1,5 +1,5 @@
 import type { OutcomeClass, Tool } from '../policy/index.js';
-import { type AnswerJson, readAnswerJson, settleByAnswer } from './answer-outcome.js';
+import { type AnswerJson, readAnswerJson, settleByAnswer, statusOutcome } from './answer-outcome.js';
 import { destinationRefOf } from './response-facts.js';
 
 /** What a GraphQL tool's answer says about its mutation (docs/design.md §4.1 "GraphQL tools"). */
@@ -40,15 +40,7 @@ export function graphqlOutcome(
   body: Uint8Array,
 ): GraphqlOutcome {
   const byStatus = tool.outcome.classify(status);
-  if (byStatus !== 'succeeded') {
-    return {
-      operationState: byStatus,
-      destinationRef: null,
-      note: null,
-      rule: `status ${status}`,
-      errorCode: null,
-    };
-  }
+  if (byStatus !== 'succeeded') return statusOutcome(byStatus, status);
   const answer = readAnswerJson(body);
   const object = answer.ok && isObject(answer.value) ? answer.value : null;
   if (object === null) {

@@ -1,5 +1,5 @@
 import type { OutcomeClass, Tool } from '../policy/index.js';
-import { readAnswerJson, settleByAnswer } from './answer-outcome.js';
+import { readAnswerJson, settleByAnswer, statusOutcome } from './answer-outcome.js';
 import { destinationRefOf } from './response-facts.js';
 import { isEventStream, SseReader } from './sse-reader.js';
 
@@ -44,15 +44,7 @@ export function jsonRpcOutcome(
   body: Uint8Array,
 ): JsonRpcOutcome {
   const byStatus = tool.outcome.classify(status);
-  if (byStatus !== 'succeeded') {
-    return {
-      operationState: byStatus,
-      destinationRef: null,
-      note: null,
-      rule: `status ${status}`,
-      errorCode: null,
-    };
-  }
+  if (byStatus !== 'succeeded') return statusOutcome(byStatus, status);
   const found = findResponse(rpcId, contentType, body);
   if (found === null) {
     return {
