@@ -4,6 +4,7 @@
  */
 import type { CpuUse } from './cpu-meter.js';
 import type { ScenarioResult } from './load.js';
+import { referenceRatios, referenceTargets } from './reference-report.js';
 import type { ScenarioKind, StoreKind } from './scenarios.js';
 import type { StoreCallTimes } from './store-calls.js';
 import type { RoundTrip } from './stores.js';
@@ -143,6 +144,7 @@ export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: S
         `  @${c}: ungoverned/direct throughput ${fmt(u.rps / d.rps)}x; proxy hop adds ${fmt(u.p50Ms - d.p50Ms, 3)} ms p50`,
       );
   }
+  lines.push(...referenceRatios(rows));
   const alone = (label: string): BenchRow | null =>
     rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith(label)) ?? null;
   const bare = alone('bare next dispatch');
@@ -261,6 +263,7 @@ export function evaluateTargets(rows: readonly BenchRow[], rt: RoundTrips): Chec
     });
   };
   atLeast('ungoverned @32', find(rows, 'ungoverned', 'none', 32), 16_000);
+  referenceTargets(rows, checks);
   const u1 = find(rows, 'ungoverned', 'none', 1);
   const pg = rt.postgres;
   const hop = u1?.p50Ms ?? null;

@@ -27,6 +27,7 @@ import {
   openInProcessGate,
 } from './interceptor.js';
 import { runScenario } from './load.js';
+import { measureReferences } from './references.js';
 import {
   type BenchRow,
   evaluateTargets,
@@ -67,7 +68,6 @@ import {
 import { type BenchTls, makeBenchTls } from './tls.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = resolve(ROOT, 'bin/effectgate.js');
 const POLICIES = resolve(ROOT, 'bench/policies');
 const RESULTS = resolve(ROOT, 'bench/results/latest.json');
 const GLOBAL_TIMEOUT_MS = 10 * 60_000;
@@ -80,6 +80,8 @@ const cfg = ((): BenchSettings => {
     process.exit(2);
   }
 })();
+/** The proxy measured: this checkout's, or BENCH_PROXY_ROOT's (a base commit, built beforehand). */
+const BIN = resolve(cfg.proxyRoot ?? ROOT, 'bin/effectgate.js');
 const settings = cfg.load;
 const connectionCounts = cfg.connections;
 const stores = cfg.stores;
@@ -318,6 +320,8 @@ async function main(): Promise<void> {
   console.log(
     `load average at start: ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} (anything else running skews every figure)`,
   );
+  if (cfg.proxyRoot !== null)
+    console.log(`proxy measured: ${BIN} (BENCH_PROXY_ROOT; not built by the bench)`);
   build();
   const upstream = await spawnListening({
     name: 'upstream',
@@ -380,6 +384,17 @@ async function main(): Promise<void> {
     console.log('direct (load generator -> upstream):');
     for (const c of connectionCounts) await measure(directScenario(upstream.port, c));
   }
+
+  if (only('ungoverned') || only('hop') || only('squid'))
+    await measureReferences({
+      root: ROOT,
+      upstreamPort: upstream.port,
+      connections: connectionCounts,
+      hop: only('ungoverned') || only('hop'),
+      squid: only('ungoverned') || only('squid'),
+      measure,
+      note: (why) => notes.push(why),
+    });
 
   if (only('interceptor-ungoverned')) await measureInterceptor(upstream.port);
 
@@ -482,6 +497,10 @@ async function main(): Promise<void> {
   const checks = evaluateTargets(rows, roundTrips);
   console.log(formatChecks(checks));
   for (const n of notes) console.log(`note: ${n}`);
+  const loadAtEnd = loadavg();
+  console.log(
+    `load average at start / end: ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} / ${loadAtEnd.map((l) => l.toFixed(2)).join(' ')}`,
+  );
 
   if (cfg.json) {
     const git = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
@@ -495,6 +514,8 @@ async function main(): Promise<void> {
       cpuModel: cpus()[0]?.model ?? null,
       memoryBytes: totalmem(),
       loadAverageAtStart: loadAtStart,
+      loadAverageAtEnd: loadAtEnd,
+      proxyRoot: cfg.proxyRoot,
       settings,
       connections: connectionCounts,
     };

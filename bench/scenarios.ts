@@ -11,6 +11,8 @@ import type { LoadScenario } from './load.js';
 export const SCENARIO_NAMES = [
   'direct',
   'ungoverned',
+  'hop',
+  'squid',
   'floor',
   'allow',
   'duplicate',
@@ -80,6 +82,24 @@ function proxied(
     path: `http://127.0.0.1:${t.upstreamPort}${path}`,
     headers: { host: `127.0.0.1:${t.upstreamPort}`, 'content-type': JSON_TYPE, ...headers },
     body,
+  };
+}
+
+/**
+ * The ungoverned request through a reference forward proxy at `proxyPort` (bench/hop-proxy.ts, the
+ * bare undici hop; bench/squid-proxy.ts, Debian's squid), for the same request through the gate.
+ */
+export function referenceScenario(kind: 'hop' | 'squid', t: Target): ScenarioSpec {
+  const body = issueBody('ungoverned request through the proxy');
+  return {
+    kind,
+    store: 'none',
+    label: kind === 'hop' ? 'reference: undici hop' : 'reference: squid',
+    name: kind === 'hop' ? 'bare undici hop' : 'squid',
+    connections: t.connections,
+    origin: `http://127.0.0.1:${t.proxyPort}`,
+    request: (): Dispatcher.RequestOptions => proxied(t, UNGOVERNED_PATH, {}, body),
+    expect: { status: 201, verdict: null },
   };
 }
 

@@ -4,8 +4,12 @@
  * - BENCH_SECONDS: measured seconds per scenario (3); BENCH_WARMUP_MS: warm-up per scenario (500);
  *   BENCH_MAX_REQUESTS: cap on measured requests per scenario (250000).
  * - BENCH_CONNECTIONS (1,32), BENCH_STORES (pglite,postgres), BENCH_SCENARIOS
- *   (direct,ungoverned,allow,duplicate,interceptor-ungoverned,intercept-nomatch,https-allow,
- *   https-duplicate,connect-tunnel): what to run.
+ *   (direct,ungoverned,hop,squid,allow,duplicate,interceptor-ungoverned,intercept-nomatch,https-allow,
+ *   https-duplicate,connect-tunnel): what to run. `ungoverned` brings its references, the bare
+ *   undici hop and squid, along (bench/references.ts); `hop` and `squid` name them alone.
+ * - BENCH_PROXY_ROOT=<checkout>: start that checkout's `bin/effectgate.js` (its `dist/`, built
+ *   beforehand) as the proxy instead of this one's, and build nothing: a base commit measured by
+ *   the same bench, for interleaved before/after runs.
  * - BENCH_INTERCEPTOR_IN_FLIGHT (64): requests in flight in the in-process interceptor scenario.
  * - BENCH_PG_URL: loopback admin URL used to create and drop the per-run database
  *   (postgres://postgres@127.0.0.1:5432/test).
@@ -35,6 +39,8 @@ export interface BenchSettings {
   readonly profileDir: string | null;
   readonly build: boolean;
   readonly json: boolean;
+  /** The checkout whose proxy is measured (BENCH_PROXY_ROOT); null: this one. */
+  readonly proxyRoot: string | null;
   /** Past allows bulk-loaded into the PostgreSQL store before the proxy starts (0: a fresh store). */
   readonly preloadAllows: number;
 }
@@ -72,7 +78,8 @@ export function readSettings(env: NodeJS.ProcessEnv, argv: readonly string[]): B
     noisyRetries: Math.max(0, Math.floor(Number(env['BENCH_NOISY_RETRIES'] ?? 2)) || 0),
     profileDir: env['BENCH_CPU_PROF'] ? resolve(env['BENCH_CPU_PROF']) : null,
     preloadAllows: Math.max(0, Math.floor(Number(env['BENCH_PRELOAD_ALLOWS'] ?? 0)) || 0),
-    build: env['BENCH_SKIP_BUILD'] !== '1',
+    proxyRoot: env['BENCH_PROXY_ROOT'] ? resolve(env['BENCH_PROXY_ROOT']) : null,
+    build: env['BENCH_SKIP_BUILD'] !== '1' && !env['BENCH_PROXY_ROOT'],
     json: argv.includes('--json'),
   };
 }
