@@ -11,5 +11,7 @@ export default defineConfig({
     // The gate resolves the host names its policies govern (to recognise their addresses); the
     // suite sends no DNS query off this machine, so only localhost is resolved (RFC 6761).
     env: { EFFECTGATE_RESOLVE_GOVERNED_HOSTS: 'loopback' },
+    // On PostgreSQL every gate needs an authority key from outside the database: the helper says why.
+    setupFiles: ['test/helpers/authority-key-env.ts'],
   },
 });

@@ -59,6 +59,8 @@ import { loadOperationReport } from './trail.js';
 
 export interface AdminApiContext {
   readonly store: Store;
+  /** Keys the fingerprint of a posted observation's payload (`AdminServerOptions.payloadKey`). */
+  readonly payloadKey: string;
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
   /** The path segments after `/api`, percent-decoded. */
@@ -259,7 +261,7 @@ async function postObservation(
   const id = idOf('operation id', rawId!);
   const body = await readJsonObject(ctx.req);
   onlyMembers(body, OBSERVATION_FIELDS, OBSERVATION_FIELDS.join(', '));
-  return ctx.store.addObservation(parseObservation(id, body, await ctx.store.authorityKey()));
+  return ctx.store.addObservation(parseObservation(id, body, ctx.payloadKey));
 }
 
 /** A webhook knows the idempotency key the gate sent or the destination's reference, not our id. */
@@ -288,7 +290,7 @@ async function postObservationByLookup(ctx: AdminApiContext): Promise<unknown> {
     }
     id = found[0]!.id;
   }
-  return ctx.store.addObservation(parseObservation(id, rest, await ctx.store.authorityKey()));
+  return ctx.store.addObservation(parseObservation(id, rest, ctx.payloadKey));
 }
 
 async function listGrants(ctx: AdminApiContext): Promise<unknown> {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { READ_BACK_FINGERPRINT_KEY } from '../engine/index.js';
 import type { Store } from '../store/index.js';
 import { handleAdminApi, problemOf } from './admin-api.js';
 import { ADMIN_TOKEN_ENV, checkAdminAuth } from './admin-auth.js';
@@ -35,6 +36,12 @@ export interface AdminServerOptions {
    * makes its own registry, which then has the store and process metrics but no gate counters.
    */
   readonly metrics?: PrometheusMetrics;
+  /**
+   * The key of the fingerprints of payloads posted to `/api/…/observations`: the gate's
+   * `gate.payloadKey`, so they compare with the gate's own read-backs. Default: the key a gate
+   * without an authority key uses. The store holds no key to take it from.
+   */
+  readonly payloadKey?: string;
 }
 
 const REALM = 'Bearer realm="effectgate-admin"';
@@ -89,6 +96,7 @@ async function route(
     authenticate(req, options.token);
     await handleAdminApi({
       store: options.store,
+      payloadKey: options.payloadKey ?? READ_BACK_FINGERPRINT_KEY,
       req,
       res,
       segments: raw.slice(1).map(decodeSegment),

@@ -6,7 +6,7 @@
  * door; each turns `InputError` into its own refusal.
  *
  * Secrets: a posted payload is never stored, only its fingerprint (RFC 8785 JSON, HMAC-SHA-256
- * under the store's authority key, so a short secret in it cannot be found again by hashing
+ * under the gate's authority key, so a short secret in it cannot be found again by hashing
  * guesses), so a webhook body carrying a customer's card or a signing secret cannot leak into the
  * trail.
  */

@@ -9,6 +9,7 @@ import { AUDIT_OPTIONS, USAGE as AUDIT_USAGE } from './audit-command.js';
 import { CA_BUNDLE_OPTIONS, CA_OPTIONS, USAGE as CA_USAGE } from './ca-command.js';
 import { DEMO_OPTIONS, USAGE as DEMO_USAGE } from './demo-command.js';
 import { GRANT_OPTIONS, GRANTS_OPTIONS } from './grants-command.js';
+import { KEYS_OPTIONS, USAGE as KEYS_USAGE } from './keys-command.js';
 import { MIGRATE_OPTIONS, USAGE as MIGRATE_USAGE } from './migrate-command.js';
 import {
   LIST_OPTIONS as OPERATIONS_LIST_OPTIONS,
@@ -48,6 +49,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   audit: { usage: AUDIT_USAGE, flags: [AUDIT_OPTIONS] },
   migrate: { usage: MIGRATE_USAGE, flags: [MIGRATE_OPTIONS] },
   ca: { usage: CA_USAGE, flags: [CA_OPTIONS, CA_BUNDLE_OPTIONS] },
+  keys: { usage: KEYS_USAGE, flags: [KEYS_OPTIONS] },
   demo: { usage: DEMO_USAGE, flags: [DEMO_OPTIONS] },
 };
 

@@ -163,8 +163,8 @@ async function withProxy(
     drainTimeoutMs: DRAIN_MS,
     // Warnings only: the walk-through is the demo's output; the JSON log lines would bury it.
     logger: createLogger({ level: process.env['EFFECTGATE_LOG_LEVEL'] ?? 'warn' }),
-    // The store is thrown away with the demo, so a random key costs nothing (and there is no
-    // warning about a key kept in the store).
+    // The store is thrown away with the demo, so a random key costs nothing (and no key file is
+    // left beside it).
     authorityKey: randomBytes(32).toString('hex'),
     runId: 'demo',
   });

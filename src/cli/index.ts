@@ -4,6 +4,7 @@ import { runAudit } from './audit-command.js';
 import { runCa } from './ca-command.js';
 import { helpFor, version } from './command-help.js';
 import { runDemo } from './demo-command.js';
+import { runKeys } from './keys-command.js';
 import { runMigrate } from './migrate-command.js';
 import { runOperations } from './operations-command.js';
 import { UsageError } from './parse-flags.js';
@@ -47,6 +48,9 @@ commands:
   ca init --dir DIR  create the local CA for HTTPS interception (ca.pem, ca-key.pem; --force)
   ca bundle          --ca-dir DIR --out FILE [--system FILE]: the system roots plus DIR/ca.pem (never
                      the key), for SSL_CERT_FILE / REQUESTS_CA_BUNDLE, which replace the system roots
+  keys authority     --out FILE [--store postgres://…]: the authority key of a PostgreSQL store (the one
+                     an older version kept in the database, else a new one) to FILE, mode 0600, for
+                     --authority-key-file (an embedded store keeps it beside itself, in DIR.keys/)
   demo               a walk-through on a fake issue tracker: allow, duplicate, lost response, hold,
                      approval, trail; then the admin UI until Ctrl-C (--no-wait, --port PORT)
 
@@ -88,6 +92,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         return await runMigrate(rest);
       case 'ca':
         return await runCa(rest);
+      case 'keys':
+        return await runKeys(rest);
       case 'demo':
         return await runDemo(rest);
       case undefined:

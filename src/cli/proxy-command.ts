@@ -17,11 +17,11 @@ import {
   type ResolveEntry,
   settingsUsage,
 } from '../config/index.js';
-import { defaultInstanceId } from '../engine/index.js';
+import { authorityKeyOf, defaultInstanceId, MIN_AUTHORITY_KEY_LENGTH } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import { loadPolicies, parseDuration } from '../policy/index.js';
 import { CertificateAuthority } from '../proxy/index.js';
-import { GATE_MODES, type GateMode, resolveStoreUrl } from '../store/index.js';
+import { GATE_MODES, type GateMode, readKeyFile, resolveStoreUrl } from '../store/index.js';
 import { createLogger } from './logger.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
 import { PolicyReloader } from './policy-reloader.js';
@@ -266,29 +266,23 @@ function positiveDuration(flag: string, text: string): number {
 
 /**
  * The HMAC key of credential fingerprints from a file kept outside the database (a Kubernetes
- * secret, say): its first line, at least 32 characters.
+ * Secret, say): its first line, at least 32 characters; a file other users can read is refused.
+ * Its group may read it: a Secret mounted with an `fsGroup` is 0440 for a non-root gate.
  */
 async function readAuthorityKey(name: string, file: string): Promise<string> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `${name} ${file}: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
-  return checkAuthorityKey(`${name} ${file}`, text.split(/\r?\n/, 1)[0]?.trim() ?? '');
+  const content = await readKeyFile(file, { groupReadable: true });
+  return authorityKeyOf((content as Buffer).toString('utf8'), `${name} ${file}`);
 }
 
 /**
- * The HMAC key of credential fingerprints, from a file or EFFECTGATE_AUTHORITY_KEY alike: a short
- * one is a dictionary away from a database dump (docs/security.md), whichever way it came.
+ * EFFECTGATE_AUTHORITY_KEY as given (not trimmed: the key of fingerprints already recorded), at
+ * least as long as a key file's: a short key is a dictionary away from a database dump.
  */
 function checkAuthorityKey(where: string, key: string): string {
-  if (key.length < 32) {
+  if (key.length < MIN_AUTHORITY_KEY_LENGTH) {
     throw new EffectgateError(
       'EG_ERR_CONFIG_INVALID',
-      `${where}: the key must be at least 32 characters (e.g. openssl rand -hex 32)`,
+      `${where}: the key must be at least ${MIN_AUTHORITY_KEY_LENGTH} characters (e.g. openssl rand -hex 32)`,
     );
   }
   return key;

@@ -143,7 +143,7 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
     const adminServer: AdminServer | null =
       admin === null || metrics === undefined
         ? null
-        : createAdminServer({ store, token: setup.adminToken, logger, metrics });
+        : createAdminServer({ store, token: setup.adminToken, logger, metrics, payloadKey: gate.payloadKey });
     const adminAddr =
       adminServer === null || admin === null
         ? null

@@ -10,6 +10,7 @@ import {
   type Store,
   serveStoreSocket,
 } from '../store/index.js';
+import { resolveAuthorityKey } from './authority-key.js';
 import { Gate, type GateLogger } from './gate.js';
 import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
@@ -49,9 +50,12 @@ export interface CreateGateOptions {
   /** Deepest nesting and most nodes of a governed body (defaults: `BODY_LIMITS`, 64 and 100,000). */
   readonly bodyLimits?: Partial<BodyLimits>;
   /**
-   * Key of the HMAC authority reference (default `EFFECTGATE_AUTHORITY_KEY`, else the store's own
-   * random key, so a changed credential is recognised across restarts; `null` records only which
-   * header carried a credential).
+   * Key of the HMAC authority reference, so a changed credential is recognised across attempts and
+   * restarts; `null` records only which header carried a credential. Default
+   * `EFFECTGATE_AUTHORITY_KEY`, else on an embedded store a key file beside it
+   * (`DIR.keys/authority.key`, made at first start), on `pglite:memory` an in-memory key, and on
+   * PostgreSQL none: the gate refuses to start (`EG_ERR_CONFIG_INVALID`), since every gate of one
+   * database needs the same key and the database must not hold it (authority-key.ts).
    */
   readonly authorityKey?: string | null;
   readonly logger?: GateLogger;
@@ -170,20 +174,16 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
   const logger = options.logger ?? silent;
   try {
     const fromEnv = process.env['EFFECTGATE_AUTHORITY_KEY'];
-    const authorityKey =
-      options.authorityKey !== undefined
-        ? options.authorityKey
-        : fromEnv !== undefined && fromEnv !== ''
-          ? fromEnv
-          : await store.authorityKey();
-    if (options.authorityKey === undefined && (fromEnv === undefined || fromEnv === '')) {
-      // The store's own key sits beside the fingerprints it keys: a dump of the database plus a
-      // small dictionary recovers a weak credential. Say so once, at start.
-      logger.warn(
-        {},
-        'the HMAC key of credential fingerprints is kept in the store itself: set EFFECTGATE_AUTHORITY_KEY (or --authority-key-file) so a copy of the database alone cannot be checked against guessed credentials',
-      );
-    }
+    const authorityKey = await resolveAuthorityKey({
+      store,
+      configured:
+        options.authorityKey !== undefined
+          ? options.authorityKey
+          : fromEnv !== undefined && fromEnv !== ''
+            ? fromEnv
+            : undefined,
+      logger,
+    });
     const metrics = options.metrics ?? noGateMetrics;
     const tracer = options.tracer ?? noGateTracer;
     const outbox = new OutcomeOutbox(store, logger, { ...OUTBOX_DEFAULTS, maxEntries }, metrics);

@@ -157,6 +157,15 @@ export class Gate implements GateHandler {
     return this.#o.instanceId;
   }
 
+  /**
+   * The key of payload fingerprints: the authority key, else a fixed one. The admin server keys the
+   * payloads posted to it with it (`createAdminServer({ payloadKey })`), so an observation a
+   * destination posts and the gate's own read-back of the same payload carry one fingerprint.
+   */
+  get payloadKey(): string {
+    return this.#o.authorityKey ?? READ_BACK_FINGERPRINT_KEY;
+  }
+
   /** The policy set requests starting now are classified by. */
   get policies(): PolicySet {
     return this.#generations.current.policies;
@@ -887,8 +896,11 @@ const RETRY_REASON_SET: ReadonlySet<string> = new Set(RETRY_REASONS);
 /** Reconciliation lookup deadline for tools without a pending_ttl (no dedupe): never unbounded. */
 const RECONCILE_TIMEOUT_MS = 10_000;
 
-/** Keys a read-back's payload fingerprint when the gate has no authority key of its own. */
-const READ_BACK_FINGERPRINT_KEY = 'effectgate read-back';
+/**
+ * Keys a payload fingerprint (a read-back's, one posted to the admin API) when the gate has no
+ * authority key of its own.
+ */
+export const READ_BACK_FINGERPRINT_KEY = 'effectgate read-back';
 
 /** Canonical spellings of the unspecified addresses (`0`, `0.0.0.0`, `[::]`, `[0:0::0]` all end here). */
 const UNSPECIFIED_HOSTS: ReadonlySet<string> = new Set(['0.0.0.0', '::']);

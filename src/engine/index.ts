@@ -1,9 +1,16 @@
+export {
+  AUTHORITY_KEY_FILE,
+  authorityKeyOf,
+  EXPORT_AUTHORITY_KEY,
+  MIN_AUTHORITY_KEY_LENGTH,
+  resolveAuthorityKey,
+} from './authority-key.js';
 export type { GateBodyStream } from './body-stream.js';
 export { type BufferedDispatchOptions, dispatchBuffered } from './buffered-dispatch.js';
 export { canonicalJson, hmacRef, sha256Ref } from './canonical-json.js';
 export { classifyFailure, errorCode, isTimeoutCode, type UpstreamFailure } from './classify-failure.js';
 export { type CreateGateOptions, createGate } from './create-gate.js';
-export { Gate, type GateLogger, type GateOptions } from './gate.js';
+export { Gate, type GateLogger, type GateOptions, READ_BACK_FINGERPRINT_KEY } from './gate.js';
 export {
   GATE_HEADER_PREFIX,
   isGateHeader,

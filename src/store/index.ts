@@ -15,6 +15,13 @@ export {
 export * from './audit-export.js';
 export { archiveAndPrune, type RetentionResult } from './audit-retention.js';
 export {
+  keyFileBesideStore,
+  readKeyFile,
+  type StoreKeyFile,
+  storeKeysDir,
+  writeNewKeyFile,
+} from './key-file-beside-store.js';
+export {
   DEFAULT_STORE_URL,
   embeddedStoreDir,
   type OpenStoreOptions,

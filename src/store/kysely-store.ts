@@ -46,6 +46,7 @@ import type {
   ShadowVerdict,
   ShadowVerdictCount,
   Store,
+  StoredAuthorityKey,
   StoreStats,
 } from './types.js';
 
@@ -57,6 +58,8 @@ export interface KyselyStoreOptions {
   readonly hot: GroupCommit;
   /** Runs after the database is closed (e.g. releases the PGlite directory lock). */
   readonly onClose?: () => void;
+  /** The embedded store's directory on disk (`Store.dir`); absent for PostgreSQL and memory. */
+  readonly dir?: string;
 }
 
 /**
@@ -67,6 +70,7 @@ export interface KyselyStoreOptions {
  */
 export class KyselyStore implements Store {
   readonly kind: 'postgres' | 'pglite';
+  readonly dir: string | null;
   readonly #db: Kysely<Database>;
   readonly #counter: RoundTripCounter;
   readonly #hot: GroupCommit;
@@ -75,6 +79,7 @@ export class KyselyStore implements Store {
 
   constructor(options: KyselyStoreOptions) {
     this.kind = options.kind;
+    this.dir = options.dir ?? null;
     this.#db = options.db;
     this.#counter = options.counter;
     this.#hot = options.hot;
@@ -474,14 +479,23 @@ export class KyselyStore implements Store {
     });
   }
 
-  authorityKey(): Promise<string> {
-    return this.#guard('authorityKey', async () => {
-      const row = await this.#db
-        .selectFrom('settings')
-        .select('value')
+  storedAuthorityKey(): Promise<StoredAuthorityKey | null> {
+    return this.#guard('storedAuthorityKey', async () => {
+      const { rows } = await sql<{ value: string; keyed: boolean }>`select s.value,
+          exists (select 1 from operations) as keyed
+        from settings s where s.name = 'authority_key'`.execute(this.#db);
+      const row = rows[0];
+      return row === undefined ? null : { key: row.value, keyed: row.keyed === true };
+    });
+  }
+
+  dropStoredAuthorityKey(key: string): Promise<void> {
+    return this.#guard('dropStoredAuthorityKey', async () => {
+      await this.#db
+        .deleteFrom('settings')
         .where('name', '=', 'authority_key')
-        .executeTakeFirstOrThrow();
-      return row.value;
+        .where('value', '=', key)
+        .execute();
     });
   }
 

@@ -208,6 +208,7 @@ async function openPGlite(location: string, counter: RoundTripCounter): Promise<
       counter,
       hot,
       onClose: () => lock.release(),
+      dir: lock.dir,
     });
   } catch (err) {
     lock.release();

@@ -46,7 +46,6 @@ const SERVED = [
   'readEvents',
   'chainHeads',
   'ping',
-  'authorityKey',
 ] as const satisfies readonly (keyof Store)[];
 
 type ServedMethod = (typeof SERVED)[number];
@@ -219,6 +218,8 @@ export function connectStoreSocket(dir: string): Store {
     });
   const remote: Record<string, unknown> = {
     kind: 'pglite',
+    // The gate's key files are not for its socket's callers: none of the served calls needs them.
+    dir: null,
     stats: { roundTrips: 0 },
     close: async () => undefined,
   };

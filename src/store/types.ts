@@ -800,9 +800,21 @@ export interface GroupCommitStats {
   readonly fallbacks: number;
 }
 
+/** What `Store.storedAuthorityKey` found. */
+export interface StoredAuthorityKey {
+  readonly key: string;
+  readonly keyed: boolean;
+}
+
 export interface Store {
   /** `postgres` or `pglite`. */
   readonly kind: 'postgres' | 'pglite';
+  /**
+   * The directory of an embedded store on disk (`pglite:DIR`, resolved); `null` for PostgreSQL,
+   * `pglite:memory` and a store reached through a running gate's socket. Its secret key files live
+   * beside it (key-file-beside-store.ts).
+   */
+  readonly dir: string | null;
   decide(input: DecideInput): Promise<DecideResult>;
   /**
    * Idempotent: an attempt that already has this outcome (a write whose commit was lost with its
@@ -909,10 +921,14 @@ export interface Store {
    */
   recover(input: RecoverInput): Promise<RecoveredAttempt[]>;
   /**
-   * A random key made once per store (migration 0002), for the HMAC authority reference when
-   * `EFFECTGATE_AUTHORITY_KEY` is not set, so credential changes are recognised across restarts.
+   * The authority (HMAC) key kept in the store's `settings` table: migration 0002 made one per
+   * store, and versions before the key moved out of the database keyed fingerprints with it
+   * (src/engine/authority-key.ts moves or drops it). `keyed`: the trail may hold fingerprints made
+   * with it (the store has an operation). `null` once it is gone.
    */
-  authorityKey(): Promise<string>;
+  storedAuthorityKey(): Promise<StoredAuthorityKey | null>;
+  /** Deletes the stored authority key if it still is `key` (compare and delete: never another's). */
+  dropStoredAuthorityKey(key: string): Promise<void>;
   getDecision(id: string): Promise<DecisionRecord | null>;
   listDecisions(filter: {
     readonly runId?: string;

@@ -80,9 +80,13 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     // The Job first: the gate runs --no-migrate and would refuse a store never migrated.
     const migrated = await runCli(job['args'], env);
     expect(migrated.code, migrated.stderr).toBe(0);
+    // The Secret effectgate-authority, as Kubernetes mounts it under the fsGroup: 0440.
+    mkdirSync(join(dir, 'authority'));
+    writeFileSync(join(dir, 'authority', 'authority.key'), `${'5e'.repeat(32)}\n`, { mode: 0o440 });
     const swaps: Record<string, string> = {
       [mountPath('policies')]: join(dir, 'policies'),
       [mountPath('ca')]: join(dir, 'ca'),
+      [`${mountPath('authority')}/authority.key`]: join(dir, 'authority', 'authority.key'),
     };
     const args = (gate['args'] as string[]).slice(1).map((arg) => {
       if (arg.startsWith('--listen=') || arg.startsWith('--admin='))
@@ -92,6 +96,7 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     });
     expect(args).toContain('--no-migrate');
     expect(args).toContain(`--ca-dir=${join(dir, 'ca')}`);
+    expect(args).toContain(`--authority-key-file=${join(dir, 'authority', 'authority.key')}`);
     // The ca-bundle init container, its volumes as folders: the certificate-only projection of
     // the Secret (ca-cert) and the emptyDir (trust) the agent reads.
     mkdirSync(join(dir, 'ca-cert'));

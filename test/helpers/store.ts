@@ -37,6 +37,7 @@ import type {
   ShadowDispatchInput,
   ShadowVerdictCount,
   Store,
+  StoredAuthorityKey,
   StoreStats,
 } from '../../src/store/types.js';
 
@@ -218,8 +219,16 @@ class TestStoreHandle implements TestStore {
     return this.#inner.recover(input);
   }
 
-  authorityKey(): Promise<string> {
-    return this.#inner.authorityKey();
+  get dir(): string | null {
+    return this.#inner.dir;
+  }
+
+  storedAuthorityKey(): Promise<StoredAuthorityKey | null> {
+    return this.#inner.storedAuthorityKey();
+  }
+
+  dropStoredAuthorityKey(key: string): Promise<void> {
+    return this.#inner.dropStoredAuthorityKey(key);
   }
 
   getDecision(id: string): Promise<DecisionRecord | null> {

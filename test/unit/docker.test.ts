@@ -128,6 +128,7 @@ describe('compose.yaml', () => {
     expect(doc.errors).toEqual([]);
     expect(Object.keys(services).sort()).toEqual([
       'agent',
+      'authority-key',
       'ca-bundle',
       'ca-init',
       'gate',
@@ -148,6 +149,20 @@ describe('compose.yaml', () => {
     expect(gateFlags['store']).toBeUndefined();
     expect(gate['environment']['DATABASE_URL']).toMatch(/^postgres:\/\/.*@postgres:5432\//);
     expect(services['migrate']!['environment']['DATABASE_URL']).toBe(gate['environment']['DATABASE_URL']);
+  });
+
+  it('makes the authority key once, after migrating, into the volume the gate reads it from', () => {
+    const init = services['authority-key']!['command'][0] as string;
+    expect(init).toContain(`test -f ${gateFlags['authority-key-file']} ||`);
+    expect(init).toContain(`keys authority --out ${gateFlags['authority-key-file']}`);
+    expect(services['authority-key']!['environment']['DATABASE_URL']).toBe(
+      gate['environment']['DATABASE_URL'],
+    );
+    expect(services['authority-key']!['depends_on']['migrate']['condition']).toBe(
+      'service_completed_successfully',
+    );
+    expect(gate['depends_on']['authority-key']['condition']).toBe('service_completed_successfully');
+    expect(gate['volumes']).toContain(`keys:${dirOf(gateFlags['authority-key-file'])}:ro`);
   });
 
   it('generates the CA once into the volume the gate reads as --ca-dir', () => {
@@ -273,6 +288,17 @@ describe('deploy/k8s (kustomize base)', () => {
     for (const item of ca['secret']['items'] as Obj[]) expect(item['path']).toBe(item['key']);
     expect(mountAt(gate, flags['policies'])['name']).toBe('policies');
     expect(volumes['policies']!['configMap']['name']).toBe(byKind('ConfigMap')['metadata']['name']);
+  });
+
+  it('gives every replica the one authority key from a Secret: owner and group may read it, nobody else', () => {
+    const file = flags['authority-key-file'] as string;
+    const volume = volumes[mountAt(gate, dirOf(file))['name']]!;
+    expect(volume['secret']['secretName']).toBe('effectgate-authority');
+    expect(volume['secret']['items']).toEqual([
+      { key: 'authority.key', path: file.slice(dirOf(file).length + 1) },
+    ]);
+    expect(volume['secret']['defaultMode'] & 0o007).toBe(0);
+    expect(pod['securityContext']['fsGroup']).toBeDefined();
   });
 
   it('declares ports matching --listen and --admin, probes on the admin port', () => {

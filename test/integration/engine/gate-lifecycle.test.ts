@@ -80,30 +80,6 @@ describe('gate lifecycle', () => {
     }
   });
 
-  it('warns when the HMAC key of credential fingerprints lives in the store, not otherwise', async () => {
-    const saved = process.env['EFFECTGATE_AUTHORITY_KEY'];
-    delete process.env['EFFECTGATE_AUTHORITY_KEY'];
-    try {
-      const warnings: string[] = [];
-      const logger = { info() {}, error() {}, warn: (_f: unknown, m: string) => void warnings.push(m) };
-      const inStore = await createGate({ policies, scope, store: 'pglite:memory', logger });
-      await inStore.close();
-      expect(warnings.some((m) => m.includes('EFFECTGATE_AUTHORITY_KEY'))).toBe(true);
-      warnings.length = 0;
-      const outside = await createGate({
-        policies,
-        scope,
-        store: 'pglite:memory',
-        logger,
-        authorityKey: 'x'.repeat(32),
-      });
-      await outside.close();
-      expect(warnings.some((m) => m.includes('EFFECTGATE_AUTHORITY_KEY'))).toBe(false);
-    } finally {
-      if (saved !== undefined) process.env['EFFECTGATE_AUTHORITY_KEY'] = saved;
-    }
-  });
-
   it('the default instance id is stable: host and listen address, or host and scope in process', () => {
     expect(defaultInstanceId({ listen: { host: '127.0.0.1', port: 8080 } })).toBe(
       defaultInstanceId({ listen: { host: '127.0.0.1', port: 8080 } }),

@@ -320,20 +320,29 @@ for (const target of storeTargets()) {
       expect(await store.recover(recoverInput({ exclusive: true }))).toEqual([]);
     });
 
-    it('authorityKey is the same 64-hex string on every call and differs between stores', async () => {
-      const a = await store.authorityKey();
-      expect(a).toMatch(/^[0-9a-f]{64}$/);
-      expect(await store.authorityKey()).toBe(a);
+    it('storedAuthorityKey: the 64-hex key migration 0002 made, unkeyed until an operation exists; dropped only if still the same', async () => {
+      const a = await store.storedAuthorityKey();
+      expect(a?.key).toMatch(/^[0-9a-f]{64}$/);
       const other = await openTestStore(target);
       try {
-        const b = await other.authorityKey();
-        expect(b).toMatch(/^[0-9a-f]{64}$/);
-        expect(b).not.toBe(a);
-        expect(await other.authorityKey()).toBe(b);
+        const b = await other.storedAuthorityKey();
+        expect(b?.key).toMatch(/^[0-9a-f]{64}$/);
+        expect(b?.key).not.toBe(a?.key);
+        expect(b?.keyed).toBe(false);
+        await other.dropStoredAuthorityKey('not-the-key');
+        expect(await other.storedAuthorityKey()).toEqual(b);
+        await other.dropStoredAuthorityKey(b!.key);
+        expect(await other.storedAuthorityKey()).toBeNull();
+        const rows = await other.query<{ n: number }>(
+          "select count(*)::int as n from settings where name = 'authority_key'",
+        );
+        expect(rows[0]?.n).toBe(0);
       } finally {
         await other.close();
       }
-      expect(await store.authorityKey()).toBe(a);
+      // Keyed once the store has an operation (this suite's earlier tests made some).
+      const [ops] = await store.query<{ any: boolean }>('select exists (select 1 from operations) as any');
+      expect(await store.storedAuthorityKey()).toEqual({ key: a!.key, keyed: ops?.any === true });
     });
   });
 }
