@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
 import { AUTHORITY_KEY_FILE } from '../engine/index.js';
 import { EffectgateError } from '../errors.js';
 import {
@@ -41,7 +42,10 @@ export async function runKeys(argv: readonly string[]): Promise<number> {
   }
   const url = resolveStoreUrl(values.store);
   if (url.startsWith('pglite:')) {
-    const dir = embeddedStoreDir(url);
+    // The store may not exist yet: its key file would be made beside where it will be.
+    const location = url.slice('pglite:'.length);
+    const dir =
+      embeddedStoreDir(url) ?? (location === 'memory' || location === '' ? null : resolve(location));
     throw new EffectgateError(
       'EG_ERR_CONFIG_INVALID',
       `An embedded store keeps its authority key beside it, in ${dir === null ? 'DIR.keys' : storeKeysDir(dir)}/${AUTHORITY_KEY_FILE} (a gate moves an older store's key there at its next start): nothing to export. Name a PostgreSQL store with --store postgres://… or DATABASE_URL.`,
