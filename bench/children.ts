@@ -4,6 +4,12 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 
+/**
+ * The authority key of the benchmark's proxies: a gate on PostgreSQL refuses to start without one
+ * from outside the database, and a fixed one keeps every run's start alike on both stores.
+ */
+export const BENCH_AUTHORITY_KEY = 'effectgate-bench-authority-key-0123456789abcdef';
+
 export interface ListeningChild {
   readonly name: string;
   readonly port: number;

@@ -19,6 +19,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BODY_LIMITS } from '../src/engine/json-scan.js';
 import {
+  BENCH_AUTHORITY_KEY,
   killAllChildrenNow,
   type ListeningChild,
   spawnListening,
@@ -142,7 +143,8 @@ async function startProxy(storeUrl: string, extra: readonly string[]): Promise<L
   return spawnListening({
     name: 'proxy',
     args: ['--import', 'tsx', '--input-type=module', '-e', script],
-    env: { EFFECTGATE_LOG_LEVEL: 'warn' },
+    // A gate on PostgreSQL needs an authority key from outside the database (docs/security.md).
+    env: { EFFECTGATE_LOG_LEVEL: 'warn', EFFECTGATE_AUTHORITY_KEY: BENCH_AUTHORITY_KEY },
     listening: /listening on http:\/\/127\.0\.0\.1:(\d+)/,
   });
 }

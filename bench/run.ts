@@ -13,6 +13,7 @@ import pg from 'pg';
 import { Pool } from 'undici';
 import { openStore } from '../src/store/index.js';
 import {
+  BENCH_AUTHORITY_KEY,
   killAllChildrenNow,
   type ListeningChild,
   spawnListening,
@@ -179,7 +180,8 @@ function startProxy(
       storeUrl,
       ...https,
     ],
-    env: { EFFECTGATE_LOG_LEVEL: 'warn' },
+    // A gate on PostgreSQL needs an authority key from outside the database (docs/security.md).
+    env: { EFFECTGATE_LOG_LEVEL: 'warn', EFFECTGATE_AUTHORITY_KEY: BENCH_AUTHORITY_KEY },
     listening: /listening on http:\/\/127\.0\.0\.1:(\d+)/,
   });
 }
