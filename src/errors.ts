@@ -54,6 +54,12 @@ export const ERROR_CODES = {
     type: 'migration_failed',
     summary: 'A store migration failed; its run rolled back whole, so the store keeps its previous schema.',
   },
+  EG_ERR_STORE_SCHEMA_NEWER: {
+    status: 500,
+    type: 'store_schema_newer',
+    summary:
+      'The store was migrated by a newer effectgate than this one (a migration it does not know, or SQL functions a newer version wrote); it changed nothing and refuses to start.',
+  },
   EG_ERR_AUDIT_CHAIN_BROKEN: {
     status: 500,
     type: 'audit_chain_broken',

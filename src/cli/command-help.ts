@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { effectgateVersion } from '../effectgate-version.js';
 import {
   LIST_OPTIONS as APPROVALS_LIST_OPTIONS,
   USAGE as APPROVALS_USAGE,
@@ -64,8 +64,5 @@ export function helpFor(command: string, args: readonly string[]): string | null
 
 /** `effectgate --version`: the package's version, read from its package.json. */
 export function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
+  return effectgateVersion();
 }

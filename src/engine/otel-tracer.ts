@@ -6,7 +6,7 @@
  * Nothing global is registered (no global tracer provider, propagator or context manager): the
  * gate's spans are parented explicitly, so a process embedding the gate keeps its own setup.
  */
-import { readFileSync } from 'node:fs';
+
 import {
   type Attributes,
   type Context,
@@ -36,6 +36,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
+import { effectgateVersion } from '../effectgate-version.js';
 import type { OutcomeInput } from '../store/index.js';
 import type { GateLogger } from './gate.js';
 import type { DecisionTrace, GateTracer, TracedAttempt } from './gate-tracing.js';
@@ -64,7 +65,7 @@ export interface OtelTracerSettings {
 /** Builds the tracer provider, its batch processor and the OTLP/HTTP JSON exporter. */
 export function createOtelTracer(settings: OtelTracerSettings): GateTracer {
   const exporter = new LoggedExporter(new OTLPTraceExporter({ url: settings.url }), settings.logger);
-  const version = packageVersion();
+  const version = effectgateVersion();
   const ours = resourceFromAttributes({ 'service.name': 'effectgate', 'service.version': version });
   const provider = new TracerProvider({
     // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) win over the defaults.
@@ -82,14 +83,6 @@ export function createOtelTracer(settings: OtelTracerSettings): GateTracer {
 }
 
 const CLOSE_TIMEOUT_MS = 5_000;
-
-/** effectgate's own version (`service.version`): the package.json two folders up, in src/ and dist/ alike. */
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    readonly version: string;
-  };
-  return pkg.version;
-}
 
 const propagator = new W3CTraceContextPropagator();
 

@@ -1,9 +1,8 @@
-import { type Kysely, Migrator, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { EffectgateError, type ErrorCode, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
-import { applyFunctions } from './functions/index.js';
 import type { GroupCommit } from './group-commit.js';
-import { migrationProvider } from './migrations/index.js';
+import { migrateStore } from './migrate-store.js';
 import {
   toApproval,
   toAttempt,
@@ -632,32 +631,9 @@ export class KyselyStore implements Store {
     });
   }
 
-  async migrate(): Promise<void> {
-    const migrator = new Migrator({ db: this.#db, provider: migrationProvider });
-    let outcome: Awaited<ReturnType<Migrator['migrateToLatest']>>;
-    try {
-      outcome = await migrator.migrateToLatest();
-    } catch (err) {
-      outcome = { error: err };
-    }
-    if (outcome.error !== undefined) {
-      const failed = outcome.results?.find((r) => r.status === 'Error')?.migrationName;
-      throw new EffectgateError(
-        'EG_ERR_MIGRATION_FAILED',
-        `Store migration ${failed ?? '(setup)'} failed: ${messageOf(outcome.error)}`,
-        { cause: outcome.error },
-      );
-    }
-    // Then the functions, on the schema the migrations just made (functions/index.ts).
-    try {
-      await applyFunctions(this.#db);
-    } catch (err) {
-      throw new EffectgateError(
-        'EG_ERR_MIGRATION_FAILED',
-        `Store functions (src/store/functions) failed: ${messageOf(err)}`,
-        { cause: err },
-      );
-    }
+  /** Applies pending migrations, then the functions; refuses a store a newer effectgate migrated. */
+  migrate(): Promise<void> {
+    return migrateStore(this.#db);
   }
 
   async close(): Promise<void> {

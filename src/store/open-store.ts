@@ -7,6 +7,7 @@ import { CountingDialect, RoundTripCounter } from './counting-dialect.js';
 import { groupCommit, PGLITE_GROUP_COMMIT, POSTGRES_GROUP_COMMIT } from './group-commit.js';
 import { inlineSender, preparedSender } from './hot-call.js';
 import { KyselyStore } from './kysely-store.js';
+import { refuseNewerThan } from './migrate-store.js';
 import { PGliteDialect, PGliteLink } from './pglite-dialect.js';
 import { type DirLock, lockStoreDir } from './pglite-lock.js';
 import { startPGliteWorker } from './pglite-worker.js';
@@ -21,7 +22,8 @@ export interface OpenStoreOptions {
   readonly migrate?: boolean;
   /**
    * With `migrate: false`: refuse (`EG_ERR_STORE_MISSING`) a store that does not exist yet or was
-   * never migrated, instead of creating an empty one or failing later on a missing table.
+   * never migrated, instead of creating an empty one or failing later on a missing table, and
+   * (`EG_ERR_STORE_SCHEMA_NEWER`) one a newer effectgate migrated, as `migrate: true` does.
    */
   readonly requireExisting?: boolean;
 }
@@ -147,7 +149,12 @@ export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<K
     // failed migration.
     await store.ping();
     if (migrate) await store.migrate();
-    else if (options.requireExisting === true) await refuseUnmigrated(store, url);
+    else if (options.requireExisting === true) {
+      await refuseUnmigrated(store, url);
+      // A gate that does not migrate (--no-migrate, the inspection commands) changes nothing, but
+      // would still run this version's queries and calls against a newer schema.
+      await refuseNewerThan(store.db);
+    }
   } catch (err) {
     await store.close().catch(() => undefined);
     throw err;

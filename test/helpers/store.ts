@@ -6,10 +6,11 @@
  *   for (const target of storeTargets()) describe(target.name, () => { ... openTestStore(target) ... })
  */
 import { randomBytes } from 'node:crypto';
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { openKyselyStore } from '../../src/store/open-store.js';
+import type { Database } from '../../src/store/schema.js';
 import type {
   ApprovalDecisionInput,
   ApprovalRecord,
@@ -61,6 +62,8 @@ export interface TestStore extends Store {
   readonly target: StoreTarget;
   /** The store URL (`pglite:memory`, or the fresh PostgreSQL database's URL). */
   readonly url: string;
+  /** The store's kysely instance (e.g. to migrate it as another release would). */
+  readonly db: Kysely<Database>;
   /** Runs raw SQL on this store's database (e.g. tampering with events in audit tests). */
   query<R = Record<string, unknown>>(text: string): Promise<R[]>;
   /**
@@ -264,6 +267,10 @@ class TestStoreHandle implements TestStore {
 
   migrate(): Promise<void> {
     return this.#inner.migrate();
+  }
+
+  get db(): Kysely<Database> {
+    return this.#inner.db;
   }
 
   async query<R = Record<string, unknown>>(text: string): Promise<R[]> {

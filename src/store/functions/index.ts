@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
+import { compareVersions } from '../compare-versions.js';
 import type { Database } from '../schema.js';
 
 /*
@@ -25,6 +26,15 @@ export const TRIGGER_FUNCTION = 'eg_events_append_only';
 
 /** The `settings` row holding the checksum of the definitions last applied. */
 export const CHECKSUM_SETTING = 'functions_checksum';
+
+/**
+ * The `settings` rows naming the newest effectgate that migrated the store, whose definitions the
+ * live functions are: its version, and the newest migration it has (its migration set is every
+ * migration up to that one). An older gate reads them to refuse the store (refuse-newer-store.ts)
+ * instead of putting its own, older functions back.
+ */
+export const VERSION_SETTING = 'functions_version';
+export const MIGRATION_SETTING = 'functions_migration';
 
 /**
  * Created before the others, in this order. A `language sql` body is checked when it is created,
@@ -77,26 +87,57 @@ export function functionsChecksum(definitions: readonly FunctionDefinition[]): s
   return `sha256:${hash.digest('hex')}`;
 }
 
+/** Who applies the functions, and what it applies. */
+export interface FunctionsWriter {
+  /** The definitions, in creation order (`loadFunctions`). */
+  readonly definitions: readonly FunctionDefinition[];
+  /** The effectgate version applying them. */
+  readonly version: string;
+  /** The newest migration that version has. */
+  readonly lastMigration: string;
+  /**
+   * Runs under the step's lock before anything is read or changed, and throws to leave the store
+   * as it is: a store a newer effectgate migrated (refuse-newer-store.ts).
+   */
+  readonly check: (trx: Transaction<Database>) => Promise<void>;
+}
+
 /**
  * Makes the live functions exactly the files, unless the checksum stored by the last run says
  * they already are: drops every eg_ function of the current schema but the trigger's (so an old
- * signature or a function whose file is gone goes too), creates every file, stores the checksum.
- * One transaction, so a failure leaves the previous functions in place; under an advisory lock,
- * so concurrent gate starts take turns and only the first one redefines anything. Each file is
- * one statement, one query (PGlite's extended protocol runs one statement at a time).
+ * signature or a function whose file is gone goes too), creates every file, stores the checksum
+ * and who wrote them. One transaction, so a failure leaves the previous functions in place; under
+ * an advisory lock, so concurrent gate starts take turns and only the first one redefines
+ * anything, and `writer.check` sees what the last one wrote. Each file is one statement, one
+ * query (PGlite's extended protocol runs one statement at a time).
  * Returns whether it redefined the functions.
  */
-export async function applyFunctions(db: Kysely<Database>): Promise<boolean> {
-  const files = await loadFunctions();
-  const checksum = functionsChecksum(files);
+export async function applyFunctions(db: Kysely<Database>, writer: FunctionsWriter): Promise<boolean> {
+  const checksum = functionsChecksum(writer.definitions);
+  const marks = [
+    { name: VERSION_SETTING, value: writer.version },
+    { name: MIGRATION_SETTING, value: writer.lastMigration },
+  ];
   return db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${sql.lit(LOCK_KEY)})`.execute(trx);
-    const stored = await trx
-      .selectFrom('settings')
-      .select('value')
-      .where('name', '=', CHECKSUM_SETTING)
-      .executeTakeFirst();
-    if (stored?.value === checksum) return false;
+    await writer.check(trx);
+    const stored = new Map(
+      (
+        await trx
+          .selectFrom('settings')
+          .select(['name', 'value'])
+          .where('name', 'in', [CHECKSUM_SETTING, VERSION_SETTING, MIGRATION_SETTING])
+          .execute()
+      ).map((r) => [r.name, r.value]),
+    );
+    if (stored.get(CHECKSUM_SETTING) === checksum) {
+      // The same definitions: a newer gate only records that it has them too (so a refusal can
+      // name it); an older one leaves the newer one's record.
+      const recorded = stored.get(VERSION_SETTING);
+      const newer = recorded === undefined || compareVersions(writer.version, recorded) >= 0;
+      if (newer && marks.some((m) => stored.get(m.name) !== m.value)) await upsertSettings(trx, marks);
+      return false;
+    }
     const live = await sql<{ signature: string }>`
       select format('%I(%s)', p.proname, pg_get_function_identity_arguments(p.oid)) as signature
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
@@ -105,7 +146,7 @@ export async function applyFunctions(db: Kysely<Database>): Promise<boolean> {
     for (const { signature } of live.rows) {
       await sql.raw(`drop function ${signature}`).execute(trx);
     }
-    for (const definition of files) {
+    for (const definition of writer.definitions) {
       try {
         await sql.raw(definition.sql).execute(trx);
       } catch (err) {
@@ -114,11 +155,18 @@ export async function applyFunctions(db: Kysely<Database>): Promise<boolean> {
         });
       }
     }
-    await trx
-      .insertInto('settings')
-      .values({ name: CHECKSUM_SETTING, value: checksum })
-      .onConflict((oc) => oc.column('name').doUpdateSet({ value: checksum }))
-      .execute();
+    await upsertSettings(trx, [{ name: CHECKSUM_SETTING, value: checksum }, ...marks]);
     return true;
   });
+}
+
+async function upsertSettings(
+  trx: Transaction<Database>,
+  rows: readonly { readonly name: string; readonly value: string }[],
+): Promise<void> {
+  await trx
+    .insertInto('settings')
+    .values([...rows])
+    .onConflict((oc) => oc.column('name').doUpdateSet((eb) => ({ value: eb.ref('excluded.value') })))
+    .execute();
 }
