@@ -5,6 +5,7 @@ import {
   type DecideInput,
   type DecideResult,
   type GateMode,
+  isTransientStoreFailure,
   type OutcomeInput,
   RETRY_REASONS,
   type ReconciliationInput,
@@ -32,7 +33,7 @@ import type { ResolveGovernedHosts } from './governed-addresses.js';
 import { idempotencyPlace, withIdempotencyKey } from './idempotency-key.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
 import { normalizeHost, UNREADABLE_OPERATION_CLAIM } from './normalize-head.js';
-import { isRetryable, type OutboxResult, type OutcomeOutbox } from './outcome-outbox.js';
+import type { OutboxResult, OutcomeOutbox } from './outcome-outbox.js';
 import type { PolicyGeneration } from './policy-generation.js';
 import {
   ambiguousRouteResponse,
@@ -777,7 +778,7 @@ export class Gate implements GateHandler {
     try {
       return await this.#o.store.decide(input);
     } catch (err) {
-      if (input.kind === 'reserve' && isRetryable(err)) {
+      if (input.kind === 'reserve' && isTransientStoreFailure(err)) {
         this.#o.outbox.enqueue(
           {
             operationId: null,

@@ -1,6 +1,5 @@
-import { StoreError } from '../errors.js';
 import {
-  isTransientSqlstate,
+  isTransientStoreFailure,
   type OperationState,
   type OutcomeInput,
   type ShadowDispatchInput,
@@ -128,7 +127,7 @@ export class OutcomeOutbox {
       const first = await Promise.race([write, slow]);
       if (first !== 'slow') return { recorded: true, operationState: first.operationState };
     } catch (err) {
-      if (!isRetryable(err)) throw err;
+      if (!isTransientStoreFailure(err)) throw err;
       return { recorded: false, queued: this.enqueue(outcome, err) };
     } finally {
       clearTimeout(timer);
@@ -137,7 +136,7 @@ export class OutcomeOutbox {
     const tracked = write.then(
       () => undefined,
       (err: unknown) => {
-        if (isRetryable(err)) this.enqueue(outcome, err);
+        if (isTransientStoreFailure(err)) this.enqueue(outcome, err);
         else
           this.#logger.error(
             { err: messageOf(err), attempt: outcome.attemptId },
@@ -159,7 +158,7 @@ export class OutcomeOutbox {
       await this.#store.recordShadowDispatch(dispatch);
       return true;
     } catch (err) {
-      if (isRetryable(err)) this.#enqueue({ kind: 'shadow', input: dispatch }, err);
+      if (isTransientStoreFailure(err)) this.#enqueue({ kind: 'shadow', input: dispatch }, err);
       else
         this.#logger.error(
           { err: messageOf(err), decision: dispatch.decisionId },
@@ -282,7 +281,7 @@ export class OutcomeOutbox {
           if (this.#unseen.size === 0) this.#delayMs = this.#o.baseDelayMs;
           this.#logger.info({ operation: outcome.operationId, attempt: attemptId }, 'late outcome recorded');
         } catch (err) {
-          if (isRetryable(err)) {
+          if (isTransientStoreFailure(err)) {
             this.#delayMs = Math.min(this.#delayMs * 2, this.#o.maxDelayMs);
             return;
           }
@@ -306,21 +305,6 @@ export class OutcomeOutbox {
 
 function queueId(entry: Deferred): string {
   return entry.kind === 'outcome' ? entry.input.attemptId : `shadow:${entry.input.decisionId}`;
-}
-
-/**
- * A store outage (connection refused, reset, timeout, server shutting down) or a transient
- * refusal (a lock wait past lock_timeout, a deadlock victim) is worth retrying; an error the
- * database raised about the data itself (PL/pgSQL `raise`, a constraint, bad input) is not. Which
- * SQLSTATE is which is STORE_SQLSTATES' call, in one place; an error without one (a cut connection,
- * the driver's read timeout) is an outage. The driver error is the StoreError's cause.
- */
-export function isRetryable(err: unknown): boolean {
-  if (!(err instanceof StoreError)) return false;
-  const cause = err.cause ?? err;
-  const code = (cause as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return isTransientSqlstate(code);
 }
 
 function messageOf(err: unknown): string {

@@ -1,5 +1,6 @@
 import type { RoundTripCounter } from './counting-dialect.js';
 import type { HotSender, StoreFunction } from './hot-call.js';
+import { lockTimedOut, lostToAnother, rolledBack } from './store-sqlstates.js';
 import type { GroupCommitStats } from './types.js';
 
 /**
@@ -153,31 +154,3 @@ export function groupCommit(
 
 /** Times a lone call is sent when PostgreSQL keeps failing it as a deadlock or serialization victim. */
 const LONE_RETRIES = 3;
-
-/** A deadlock (40P01) or serialization failure (40001): rolled back, and only because of another. */
-function lostToAnother(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === '40P01' || code === '40001';
-}
-
-/** 55P03 lock_not_available: a lock wait outlasted the hot functions' lock_timeout. */
-function lockTimedOut(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '55P03';
-}
-
-/**
- * SQLSTATE classes of an error the server raised while running the statement or at its COMMIT,
- * each of which rolled the implicit transaction back: data exception (22), integrity (23), invalid
- * transaction state (25), transaction rollback (40: deadlock, serialization), syntax or access (42),
- * object state (55: lock not available), plpgsql's own raise (P0) and the store's (EG), and a
- * cancelled statement (57014). Not class 08 (connection), 53/58/XX (the server itself) or 57P0x
- * (shutdown): those can reach the gate after a COMMIT, so the batch may have landed.
- */
-function rolledBack(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || code.length !== 5) return false;
-  // 40003 (statement completion unknown) is the one class-40 code that may follow a COMMIT: core
-  // PostgreSQL never raises it, compatible servers do.
-  if (code === '40003') return false;
-  return /^(22|23|25|40|42|55|P0|EG)/.test(code) || code === '57014';
-}

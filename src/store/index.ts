@@ -38,8 +38,10 @@ export {
 } from './store-socket.js';
 export {
   isTransientSqlstate,
+  isTransientStoreFailure,
   type SqlstateRule,
   STORE_SQLSTATES,
+  sqlstateOf,
   sqlstateRule,
 } from './store-sqlstates.js';
 export type * from './types.js';

@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import { EffectgateError, type ErrorCode, StoreError } from '../errors.js';
+import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import type { GroupCommit } from './group-commit.js';
 import { migrateStore } from './migrate-store.js';
@@ -14,6 +14,7 @@ import {
   toRun,
 } from './records.js';
 import type { Database } from './schema.js';
+import { functionRefusal } from './store-sqlstates.js';
 import type {
   ApprovalDecisionInput,
   ApprovalRecord,
@@ -229,13 +230,7 @@ export class KyselyStore implements Store {
 
   decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord> {
     return this.#guard('decideApproval', async () => {
-      await this.#callFunction(
-        'eg_approval',
-        { ...input, ttlMs: input.ttlMs ?? null },
-        {
-          EG409: 'EG_ERR_APPROVAL_STATE',
-        },
-      );
+      await this.#callFunction('eg_approval', { ...input, ttlMs: input.ttlMs ?? null });
       const approval = await this.getApproval(input.approvalId);
       if (approval === null) throw new EffectgateError('EG_ERR_NOT_FOUND', `no approval ${input.approvalId}`);
       return approval;
@@ -287,10 +282,7 @@ export class KyselyStore implements Store {
   }
 
   async #grantCall(input: Record<string, unknown>): Promise<void> {
-    await this.#callFunction('eg_grant', input, {
-      EG400: 'EG_ERR_CONFIG_INVALID',
-      EG409: 'EG_ERR_APPROVAL_STATE',
-    });
+    await this.#callFunction('eg_grant', input);
   }
 
   async #grant(id: string): Promise<GrantRecord> {
@@ -346,11 +338,13 @@ export class KyselyStore implements Store {
     return this.#guard('releaseRun', async () => {
       const releaseId = crypto.randomUUID();
       // The store's own id, whatever the caller's object carries (the store socket forwards it).
-      const scope = await this.#callFunction<Scope>(
-        'eg_release_run',
-        { runId: input.runId, scope: input.scope, by: input.by, reason: input.reason, releaseId },
-        { EG400: 'EG_ERR_CONFIG_INVALID', EG409: 'EG_ERR_RUN_STATE' },
-      );
+      const scope = await this.#callFunction<Scope>('eg_release_run', {
+        runId: input.runId,
+        scope: input.scope,
+        by: input.by,
+        reason: input.reason,
+        releaseId,
+      });
       const runs = await this.listRuns({ runId: input.runId, limit: 1000 });
       const run = runs.find(
         (r) =>
@@ -363,7 +357,7 @@ export class KyselyStore implements Store {
 
   addObservation(input: ObservationInput): Promise<ObservationResult> {
     return this.#guard('addObservation', () =>
-      this.#callFunction<ObservationResult>('eg_add_observation', input, { EG409: 'EG_ERR_OPERATION_STATE' }),
+      this.#callFunction<ObservationResult>('eg_add_observation', input),
     );
   }
 
@@ -600,6 +594,7 @@ export class KyselyStore implements Store {
   retentionCuts(before: string): Promise<ChainCut[]> {
     return this.#guard('retentionCuts', async () => {
       const { rows } = await chainChecked(
+        'eg_prune_cut',
         sql<{
           result: ChainCut[] | string;
         }>`select eg_prune_cut(${sinceDate(before).toISOString()}::timestamptz) as result`.execute(this.#db),
@@ -617,6 +612,7 @@ export class KyselyStore implements Store {
   pruneChain(cut: ChainCut): Promise<number> {
     return this.#guard('pruneChain', async () => {
       const { rows } = await chainChecked(
+        'eg_prune',
         sql<{
           result: { removed: number } | string;
         }>`select eg_prune(${JSON.stringify(cut)}) as result`.execute(this.#db),
@@ -665,13 +661,11 @@ export class KyselyStore implements Store {
 
   /**
    * `select <fn>(<input as JSON text>)`, one statement, for the operator-side functions. Their
-   * refusals have SQLSTATEs of their own (EG404 always: not found; EG400/EG409 as `codes` says),
-   * turned into typed errors here, once.
+   * refusals have SQLSTATEs of their own, each the typed error FUNCTION_REFUSALS says.
    */
   async #callFunction<T = unknown>(
     fn: 'eg_approval' | 'eg_grant' | 'eg_add_observation' | 'eg_release_run',
     input: unknown,
-    codes: { readonly EG400?: ErrorCode; readonly EG409: ErrorCode },
   ): Promise<T> {
     try {
       const { rows } = await sql<{
@@ -679,17 +673,7 @@ export class KyselyStore implements Store {
       }>`select ${sql.raw(fn)}(${JSON.stringify(input)}) as result`.execute(this.#db);
       return rows[0]!.result;
     } catch (err) {
-      const state = (err as { code?: unknown }).code;
-      const code =
-        state === 'EG404'
-          ? 'EG_ERR_NOT_FOUND'
-          : state === 'EG400'
-            ? codes.EG400
-            : state === 'EG409'
-              ? codes.EG409
-              : undefined;
-      if (code !== undefined) throw new EffectgateError(code, messageOf(err), { cause: err });
-      throw err;
+      throw functionRefusal(fn, err) ?? err;
     }
   }
 
@@ -714,13 +698,11 @@ function sinceDate(since: string): Date {
 }
 
 /** A retention statement's refusal (EG422: the chain is not where it should be) as a broken chain. */
-async function chainChecked<T>(query: Promise<T>): Promise<T> {
+async function chainChecked<T>(fn: 'eg_prune_cut' | 'eg_prune', query: Promise<T>): Promise<T> {
   try {
     return await query;
   } catch (err) {
-    if ((err as { code?: unknown }).code === 'EG422')
-      throw new EffectgateError('EG_ERR_AUDIT_CHAIN_BROKEN', messageOf(err), { cause: err });
-    throw err;
+    throw functionRefusal(fn, err) ?? err;
   }
 }
 

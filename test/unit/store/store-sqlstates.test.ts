@@ -11,11 +11,21 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { isRetryable } from '../../../src/engine/outcome-outbox.js';
 import { StoreError } from '../../../src/errors.js';
-import { isTransientSqlstate, STORE_SQLSTATES, sqlstateRule } from '../../../src/store/index.js';
+import {
+  isTransientSqlstate,
+  isTransientStoreFailure,
+  STORE_SQLSTATES,
+  sqlstateRule,
+} from '../../../src/store/index.js';
+import {
+  FUNCTION_REFUSALS,
+  functionRefusal,
+  type RefusingFunction,
+} from '../../../src/store/store-sqlstates.js';
 
 const STORE_DIR = fileURLToPath(new URL('../../../src/store/', import.meta.url));
+const SRC_DIR = fileURLToPath(new URL('../../../src/', import.meta.url));
 
 /** What a setting, a clause or a condition name in the store's code makes the server raise. */
 const PROVOKED: readonly { readonly pattern: RegExp; readonly code: string }[] = [
@@ -37,13 +47,18 @@ const PROVOKED: readonly { readonly pattern: RegExp; readonly code: string }[] =
  */
 const SQLSTATE = /(?<![-:.\w])(?:[0-9]{2}|EG|P0|XX|HV|F0)[0-9A-Z]{3}(?![:\w])/g;
 
-/** Every `.ts` and `.sql` file under src/store, but the table itself. */
-function storeSources(dir = STORE_DIR): string[] {
+/** Every file under `dir` whose name `wanted` matches, but the table itself. */
+function sources(dir: string, wanted: RegExp): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const path = join(dir, e.name);
-    if (e.isDirectory()) return storeSources(path);
-    return /\.(ts|sql)$/.test(e.name) && e.name !== 'store-sqlstates.ts' ? [path] : [];
+    if (e.isDirectory()) return sources(path, wanted);
+    return wanted.test(e.name) && e.name !== 'store-sqlstates.ts' ? [path] : [];
   });
+}
+
+/** Every `.ts` and `.sql` file under src/store, but the table itself. */
+function storeSources(): string[] {
+  return sources(STORE_DIR, /\.(ts|sql)$/);
 }
 
 /** The SQLSTATEs the store's code mentions, each with the first place that does. */
@@ -88,7 +103,7 @@ describe('the SQLSTATEs of the store', () => {
 
   it("a lock wait past lock_timeout (55P03) is transient: a migration's lock passes", () => {
     expect(isTransientSqlstate('55P03')).toBe(true);
-    expect(isRetryable(storeRefusal('55P03'))).toBe(true);
+    expect(isTransientStoreFailure(storeRefusal('55P03'))).toBe(true);
   });
 
   it('what the server raises whatever the store does is transient: connections, resources, shutdown, rollback', () => {
@@ -138,11 +153,47 @@ describe('the SQLSTATEs of the store', () => {
     );
     for (const code of codes) {
       expect(sqlstateRule(code), code).toBeDefined();
-      expect(isRetryable(storeRefusal(code)), code).toBe(isTransientSqlstate(code));
+      expect(isTransientStoreFailure(storeRefusal(code)), code).toBe(isTransientSqlstate(code));
     }
     // No SQLSTATE at all: the connection was cut or the driver gave up waiting, an outage.
-    expect(isRetryable(new StoreError('store.recordOutcome failed: Connection terminated'))).toBe(true);
+    expect(isTransientStoreFailure(new StoreError('store.recordOutcome failed: Connection terminated'))).toBe(
+      true,
+    );
     // Not the store's error: a bug, never retried.
-    expect(isRetryable(Object.assign(new Error('x'), { code: '55P03' }))).toBe(false);
+    expect(isTransientStoreFailure(Object.assign(new Error('x'), { code: '55P03' }))).toBe(false);
+  });
+
+  it('no TypeScript but the table reads an SQLSTATE: every decision on one is made there', () => {
+    // An SQLSTATE as a string in code ('55P03', "EG404"), not in a comment's backquotes.
+    const literal = /['"](?:[0-9]{2}|EG|P0|XX|HV|F0)[0-9A-Z]{3}['"]/;
+    const found = sources(SRC_DIR, /\.ts$/).flatMap((file) =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .flatMap((line, i) =>
+          literal.test(line) ? [`${relative(SRC_DIR, file)}:${i + 1}: ${line.trim()}`] : [],
+        ),
+    );
+    expect(found).toEqual([]);
+  });
+
+  it('maps every refusal a mapped function raises: EG404 to not found, the others as the function says', () => {
+    for (const fn of Object.keys(FUNCTION_REFUSALS) as RefusingFunction[]) {
+      const text = readFileSync(join(STORE_DIR, 'functions', `${fn}.sql`), 'utf8');
+      const raised = new Set([...text.matchAll(/errcode\s*=\s*'(EG\d{3})'/g)].map((m) => m[1]!));
+      expect(raised.size, fn).toBeGreaterThan(0);
+      for (const code of raised) {
+        const refusal = functionRefusal(fn, Object.assign(new Error(`refused ${code}`), { code }));
+        expect(refusal?.code, `${fn} ${code}`).toBe(
+          code === 'EG404' ? 'EG_ERR_NOT_FOUND' : FUNCTION_REFUSALS[fn][code as 'EG400' | 'EG409' | 'EG422'],
+        );
+        expect(refusal?.message).toBe(`refused ${code}`);
+      }
+    }
+    expect(functionRefusal('eg_release_run', Object.assign(new Error('x'), { code: 'EG409' }))?.code).toBe(
+      'EG_ERR_RUN_STATE',
+    );
+    // Not one of its own refusals: the caller's error stays what it was.
+    expect(functionRefusal('eg_approval', Object.assign(new Error('x'), { code: '55P03' }))).toBeNull();
+    expect(functionRefusal('eg_approval', new Error('Connection terminated'))).toBeNull();
   });
 });
