@@ -23,13 +23,29 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * The extra header names a message declares hop-by-hop through its `Connection` (and the legacy
- * `Proxy-Connection`) field, lower-cased (RFC 9110 §7.6.1).
+ * `Proxy-Connection`) field, lower-cased (RFC 9110 §7.6.1). Asked twice of every proxied request
+ * (its head, its answer's head): no field, or the usual lone `keep-alive` (already hop-by-hop),
+ * names nothing more and shares one empty set.
  */
-export function connectionNamedHeaders(headers: HeaderMap): Set<string> {
+export function connectionNamedHeaders(headers: HeaderMap): ReadonlySet<string> {
+  const connection = headers['connection'];
+  const proxyConnection = headers['proxy-connection'];
+  if (namesNothingMore(connection) && namesNothingMore(proxyConnection)) return NOTHING_NAMED;
   const named = new Set<string>();
-  addTokens(named, headers['connection']);
-  addTokens(named, headers['proxy-connection']);
+  addTokens(named, connection);
+  addTokens(named, proxyConnection);
   return named;
+}
+
+const NOTHING_NAMED: ReadonlySet<string> = new Set();
+
+/**
+ * Whether `value` names no field but a hop-by-hop one (which goes anyway): absent, or one such
+ * token, as nearly every client and server sends it.
+ */
+function namesNothingMore(value: string | string[] | undefined): boolean {
+  if (value === undefined) return true;
+  return typeof value === 'string' && HOP_BY_HOP_HEADERS.has(value.trim().toLowerCase());
 }
 
 function addTokens(into: Set<string>, value: string | string[] | undefined): void {

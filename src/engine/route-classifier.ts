@@ -16,6 +16,7 @@ const OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-o
 const METHOD_PARAM = '_method';
 const TOKEN = /^[A-Za-z]+$/;
 const NONE: readonly Classification[] = Object.freeze([]);
+const NO_OVERRIDES: readonly MethodOverride[] = Object.freeze([]);
 
 /** A method the request asks a server to use instead of its own, and where it said so. */
 export interface MethodOverride {
@@ -106,9 +107,11 @@ export class RouteClassifier {
     }
     const hosts = this.#hosts(head.host, head.port);
     if (hosts.length === 0) return null;
-    const methods = [head.method, ...methodOverrides(head, undefined).map((o) => o.method)];
+    const overrides = methodOverrides(head, undefined);
     for (const host of hosts) {
-      for (const method of methods) {
+      const near = this.#classifier.lenient({ host, port: head.port, method: head.method, path: head.path });
+      if (near !== null) return near;
+      for (const { method } of overrides) {
         const near = this.#classifier.lenient({ host, port: head.port, method, path: head.path });
         if (near !== null) return near;
       }
@@ -165,7 +168,10 @@ export function bodyNamesMethod(body: unknown): boolean {
 }
 
 /** Every override the request carries, headers first, then `?_method`, then a form's `_method`. */
-function methodOverrides(head: GateRequestHead, body: unknown): MethodOverride[] {
+function methodOverrides(head: GateRequestHead, body: unknown): readonly MethodOverride[] {
+  // Asked of every request to a governed host: one that names no other method allocates nothing.
+  const form = body !== null && typeof body === 'object' && !Array.isArray(body);
+  if (!form && !head.query.includes(METHOD_PARAM) && !anyOverrideHeader(head.headers)) return NO_OVERRIDES;
   const out: MethodOverride[] = [];
   for (const name of OVERRIDE_HEADERS) {
     const value = head.headers[name];
@@ -176,13 +182,18 @@ function methodOverrides(head: GateRequestHead, body: unknown): MethodOverride[]
     for (const v of new URLSearchParams(head.query).getAll(METHOD_PARAM)) push(out, v, `?${METHOD_PARAM}`);
   }
   // A form or multipart field to Rails (Rack::MethodOverride), also a JSON member to Laravel.
-  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+  if (form) {
     const v = (body as Record<string, unknown>)[METHOD_PARAM];
     for (const item of Array.isArray(v) ? v : [v]) {
       if (typeof item === 'string') push(out, item, `body ${METHOD_PARAM}`);
     }
   }
   return out;
+}
+
+function anyOverrideHeader(headers: HeaderMap): boolean {
+  for (const name of OVERRIDE_HEADERS) if (headers[name] !== undefined) return true;
+  return false;
 }
 
 function push(out: MethodOverride[], raw: string, source: string): void {

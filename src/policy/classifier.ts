@@ -1,6 +1,6 @@
 import { isIpLiteral } from './canonical-host.js';
 import { type HostPattern, hostMatches } from './host-pattern.js';
-import { LenientMatch, lenientPath } from './lenient-match.js';
+import { LenientMatch, type LenientPath, lenientPath } from './lenient-match.js';
 import { RouteMatcher } from './route-matcher.js';
 import type { Classification, PolicySet, RouteInput, Tool } from './types.js';
 
@@ -144,13 +144,18 @@ export class Classifier {
    * request's host and port are looked at, so a host no tool names costs a map lookup.
    */
   lenient(input: RouteInput, only?: readonly Classification[]): LenientMatch | null {
-    let readingsOfPath: readonly ReturnType<typeof lenientPath>[] | null = null;
+    const entries = this.#entriesOn(input.host, input.port);
+    if (entries.length === 0) return null;
+    let readingsOfPath: readonly LenientPath[] | null = null;
     let best: LenientMatch | null = null;
-    for (const entry of this.#entriesOn(input.host, input.port)) {
+    for (const entry of entries) {
       if (only !== undefined && !only.some((c) => c.tool === entry.tool)) continue;
       if (best !== null && (this.#rank.get(entry.tool) ?? 0) >= (this.#rank.get(best.tool) ?? 0)) continue;
-      // With and without a format suffix dropped: a route may have a dot of its own.
-      readingsOfPath ??= [lenientPath(input.path, false), lenientPath(input.path)];
+      // With and without a format suffix dropped: a route may have a dot of its own. Without a
+      // dot in the path the two readings are the same one, read once.
+      readingsOfPath ??= input.path.includes('.')
+        ? [lenientPath(input.path, false), lenientPath(input.path)]
+        : [lenientPath(input.path, false)];
       for (const lenient of readingsOfPath) {
         const readings = entry.matcher.matchLenient(
           input.method,
@@ -198,18 +203,23 @@ export class Classifier {
     return this.#exact.has(host);
   }
 
-  *#entriesOn(host: string, port: number): Generator<Entry> {
+  /** The entries on `host:port`, in index order: a list (no generator), allocated only when some are. */
+  #entriesOn(host: string, port: number): readonly Entry[] {
+    let out: Entry[] | null = null;
     const exact = this.#exact.get(host);
     if (exact !== undefined) {
-      for (const e of exact) if (anyHostMatches(e.patterns, host, port)) yield e;
+      for (const e of exact) if (anyHostMatches(e.patterns, host, port)) (out ??= []).push(e);
     }
     for (const bucket of this.#wildcards) {
       if (host.length > bucket.suffix.length && host.endsWith(bucket.suffix)) {
-        for (const e of bucket.entries) if (anyHostMatches(e.patterns, host, port)) yield e;
+        for (const e of bucket.entries) if (anyHostMatches(e.patterns, host, port)) (out ??= []).push(e);
       }
     }
+    return out ?? NO_ENTRIES;
   }
 }
+
+const NO_ENTRIES: readonly Entry[] = Object.freeze([]);
 
 function anyEntryOnPort(entries: readonly Entry[], host: string, port: number | undefined): boolean {
   if (port === undefined) return entries.length > 0;

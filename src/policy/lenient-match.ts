@@ -14,6 +14,9 @@ export interface LenientPath {
 const BACKSLASH = /\\|%5C/gi;
 const ENCODED_SLASH = /%2F/gi;
 const SLASH_RUN = /\/{2,}/g;
+/** What any of `lenientPath`'s readings looks for: `\`, `%` (`%5C`, `%2F`), `;`, `.`, `//`. */
+const MAY_READ_OTHERWISE = /[\\%;.]|\/\//;
+const NO_READINGS: readonly string[] = Object.freeze([]);
 
 /**
  * What common servers do to a path before routing it: `\` (and `%5C`) taken for `/` (IIS, some
@@ -27,6 +30,9 @@ const SLASH_RUN = /\/{2,}/g;
  * (`/api/chat.postMessage`) is no format, and the other readings must still reach that route.
  */
 export function lenientPath(path: string, formatSuffix = true): LenientPath {
+  // Asked of every request to a governed host that no tool matches: a path none of the readings
+  // can change (the usual one) costs one scan and a small object.
+  if (!MAY_READ_OTHERWISE.test(path)) return { path, readings: NO_READINGS };
   const readings: string[] = [];
   let p = path;
   const apply = (reading: string, next: string): void => {

@@ -72,31 +72,43 @@ export class PathTemplate {
     if (end > 1 && path.charCodeAt(end - 1) === 47) end--;
     const segments = this.#segments;
     if (segments.length === 0) return end === 1 ? NO_PARAMS : null;
+    // Two walks: the first compares the literals and the shape without allocating, so a miss
+    // (most requests on a governed host miss most templates, and the near-miss check asks again)
+    // decodes nothing; only a hit walks again to decode its captures.
     let pos = 1;
-    let params: Record<string, string> | null = null;
     for (const seg of segments) {
       if (pos > end) return null;
       let next = path.indexOf('/', pos);
       if (next === -1 || next > end) next = end;
       if (seg.capture === null) {
         if (next - pos !== seg.literal.length) return null;
-        if (fold ? path.slice(pos, next).toLowerCase() !== seg.folded : !path.startsWith(seg.literal, pos))
+        if (
+          !path.startsWith(seg.literal, pos) &&
+          (!fold || path.slice(pos, next).toLowerCase() !== seg.folded)
+        )
           return null;
-      } else {
-        if (next === pos) return null;
-        let value: string;
-        try {
-          value = decodeURIComponent(path.slice(pos, next));
-        } catch {
-          return null; // malformed percent-encoding: not this route
-        }
-        // Null prototype: a capture named like an Object.prototype member stays a plain value.
-        params ??= Object.create(null) as Record<string, string>;
-        params[seg.capture] = value;
+      } else if (next === pos) {
+        return null;
       }
       pos = next + 1;
     }
     if (pos !== end + 1) return null;
-    return params === null ? NO_PARAMS : Object.freeze(params);
+    if (this.captures.length === 0) return NO_PARAMS;
+    // Null prototype: a capture named like an Object.prototype member stays a plain value.
+    const params = Object.create(null) as Record<string, string>;
+    pos = 1;
+    for (const seg of segments) {
+      let next = path.indexOf('/', pos);
+      if (next === -1 || next > end) next = end;
+      if (seg.capture !== null) {
+        try {
+          params[seg.capture] = decodeURIComponent(path.slice(pos, next));
+        } catch {
+          return null; // malformed percent-encoding: not this route
+        }
+      }
+      pos = next + 1;
+    }
+    return Object.freeze(params);
   }
 }

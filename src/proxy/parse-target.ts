@@ -60,6 +60,27 @@ export function parseAbsoluteTarget(target: string): ParseResult<AbsoluteTarget>
  * CONNECT's authority-form. User information is refused (RFC 9110 §4.2.4).
  */
 export function parseAuthority(authority: string, defaultPort: number | null): ParseResult<Authority> {
+  // Every request parses its authority, and a client sends the same few again and again: the
+  // WHATWG URL parser runs once per authority (and default port), not once per request.
+  let known = parsedAuthorities.get(defaultPort);
+  if (known === undefined) {
+    known = new Map();
+    parsedAuthorities.set(defaultPort, known);
+  }
+  const seen = known.get(authority);
+  if (seen !== undefined) return seen;
+  const parsed = Object.freeze(parseAuthorityOnce(authority, defaultPort));
+  if (known.size >= MAX_PARSED_AUTHORITIES) known.clear();
+  known.set(authority, parsed);
+  return parsed;
+}
+
+/** Bounded: many distinct authorities (a scan, a crawler) start it over rather than grow it. */
+const MAX_PARSED_AUTHORITIES = 1024;
+/** Per default port (`null`: a port is required), by authority. */
+const parsedAuthorities = new Map<number | null, Map<string, ParseResult<Authority>>>();
+
+function parseAuthorityOnce(authority: string, defaultPort: number | null): ParseResult<Authority> {
   if (authority === '' || authority.includes('@')) {
     return { ok: false, reason: 'The request target has no usable host (or carries user information).' };
   }
@@ -81,7 +102,7 @@ export function parseAuthority(authority: string, defaultPort: number | null): P
   if (url.hostname === '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
     return { ok: false, reason: `The request target authority ${JSON.stringify(authority)} is not valid.` };
   }
-  return { ok: true, value: { host: url.hostname, port } };
+  return { ok: true, value: Object.freeze({ host: url.hostname, port }) };
 }
 
 /**

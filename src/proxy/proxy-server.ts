@@ -159,13 +159,6 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   // Requests whose response has not finished: a graceful close lets them end first (bounded).
   let active = 0;
   let idle: (() => void) | null = null;
-  const track = (res: ServerResponse): void => {
-    active += 1;
-    res.once('close', () => {
-      active -= 1;
-      if (active === 0) idle?.();
-    });
-  };
   // A connection with a request in progress is never closed to make room at a cap; one closed for
   // room before its head was complete is dropped if the head completes after all.
   const begin = (socket: Duplex): object | null => {
@@ -177,8 +170,13 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const serve = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void => {
     const connection = begin(req.socket);
     if (connection === null) return;
-    track(res);
-    res.once('close', () => admission.idle(connection));
+    active += 1;
+    // One listener per request for both: the caps' idle mark and the graceful close's count.
+    res.once('close', () => {
+      admission.idle(connection);
+      active -= 1;
+      if (active === 0) idle?.();
+    });
     forward.handle(req, res, expectsContinue);
   };
   server.on('request', (req, res) => serve(req, res, false));
