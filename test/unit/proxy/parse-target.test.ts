@@ -44,6 +44,18 @@ describe('parseAbsoluteTarget', () => {
 });
 
 describe('parseAuthority', () => {
+  it('answers an authority seen before the same, per default port', () => {
+    const once = parseAuthority('Example.COM', 80);
+    expect(parseAuthority('Example.COM', 80)).toEqual(once);
+    expect(once).toEqual({ ok: true, value: { host: 'example.com', port: 80 } });
+    expect(parseAuthority('Example.COM', 443)).toEqual({
+      ok: true,
+      value: { host: 'example.com', port: 443 },
+    });
+    expect(parseAuthority('Example.COM', null).ok).toBe(false);
+    expect(parseAuthority('Example.COM', null).ok).toBe(false);
+  });
+
   it('parses CONNECT authority-form', () => {
     expect(parseAuthority('example.com:443', null)).toEqual({
       ok: true,
