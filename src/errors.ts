@@ -60,6 +60,12 @@ export const ERROR_CODES = {
     summary:
       'The store was migrated by a newer effectgate than this one (a migration it does not know, or SQL functions a newer version wrote); it changed nothing and refuses to start.',
   },
+  EG_ERR_STORE_ANSWER_INVALID: {
+    status: 500,
+    type: 'store_answer_invalid',
+    summary:
+      "The store answered a hot-path call (eg_decide, eg_record_outcome, eg_batch) with a value that is not the contract's shape; the message names the field.",
+  },
   EG_ERR_AUDIT_CHAIN_BROKEN: {
     status: 500,
     type: 'audit_chain_broken',
@@ -235,6 +241,20 @@ export class StoreError extends EffectgateError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('EG_ERR_STORE_UNAVAILABLE', message, options);
     this.name = 'StoreError';
+  }
+}
+
+/** A store function's answer this effectgate cannot read: `field` names what is wrong in it. */
+export class StoreAnswerError extends EffectgateError {
+  readonly field: string;
+
+  constructor(fn: string, field: string, problem: string) {
+    super(
+      'EG_ERR_STORE_ANSWER_INVALID',
+      `${fn} answered a value this effectgate cannot read: ${field} ${problem}. Its SQL functions may be another version's (effectgate migrate applies this one's).`,
+    );
+    this.name = 'StoreAnswerError';
+    this.field = field;
   }
 }
 

@@ -1,4 +1,5 @@
 import type { RoundTripCounter } from './counting-dialect.js';
+import { batchAnswers } from './hot-answers.js';
 import type { HotSender, StoreFunction } from './hot-call.js';
 import { lockTimedOut, lostToAnother, rolledBack } from './store-sqlstates.js';
 import type { GroupCommitStats } from './types.js';
@@ -108,6 +109,14 @@ export function groupCommit(
       }
       fallbacks++;
       await Promise.all(calls.map((c) => alone(lane.fn, c.input).then(c.resolve, c.reject)));
+      return;
+    }
+    // One result per call, or none for any: a short answer must not shift results onto the
+    // wrong calls (hot-answers.ts checks each result itself).
+    try {
+      results = batchAnswers(lane.fn, results, calls.length);
+    } catch (err) {
+      for (const c of calls) c.reject(err);
       return;
     }
     calls.forEach((c, i) => {

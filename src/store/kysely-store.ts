@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import type { GroupCommit } from './group-commit.js';
+import { decideAnswer, type OutcomeAnswer, outcomeAnswer } from './hot-answers.js';
 import { migrateStore } from './migrate-store.js';
 import {
   toApproval,
@@ -96,16 +97,12 @@ export class KyselyStore implements Store {
   }
 
   decide(input: DecideInput): Promise<DecideResult> {
-    return this.#guard('decide', () => this.#hot.call('eg_decide', input) as Promise<DecideResult>);
+    return this.#guard('decide', async () => decideAnswer(await this.#hot.call('eg_decide', input)));
   }
 
-  recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState | null }> {
-    return this.#guard(
-      'recordOutcome',
-      () =>
-        this.#hot.call('eg_record_outcome', input) as Promise<{
-          readonly operationState: OperationState | null;
-        }>,
+  recordOutcome(input: OutcomeInput): Promise<OutcomeAnswer> {
+    return this.#guard('recordOutcome', async () =>
+      outcomeAnswer(await this.#hot.call('eg_record_outcome', input)),
     );
   }
 
