@@ -207,12 +207,10 @@ export class Classifier {
   #entriesOn(host: string, port: number): readonly Entry[] {
     let out: Entry[] | null = null;
     const exact = this.#exact.get(host);
-    if (exact !== undefined) {
-      for (const e of exact) if (anyHostMatches(e.patterns, host, port)) (out ??= []).push(e);
-    }
+    if (exact !== undefined) out = collectOnPort(exact, host, port, out);
     for (const bucket of this.#wildcards) {
       if (host.length > bucket.suffix.length && host.endsWith(bucket.suffix)) {
-        for (const e of bucket.entries) if (anyHostMatches(e.patterns, host, port)) (out ??= []).push(e);
+        out = collectOnPort(bucket.entries, host, port, out);
       }
     }
     return out ?? NO_ENTRIES;
@@ -220,6 +218,22 @@ export class Classifier {
 }
 
 const NO_ENTRIES: readonly Entry[] = Object.freeze([]);
+
+/** Appends the entries on `host:port` to `out`, making the list only when the first one is found. */
+function collectOnPort(
+  entries: readonly Entry[],
+  host: string,
+  port: number,
+  out: Entry[] | null,
+): Entry[] | null {
+  let list = out;
+  for (const e of entries) {
+    if (!anyHostMatches(e.patterns, host, port)) continue;
+    if (list === null) list = [];
+    list.push(e);
+  }
+  return list;
+}
 
 function anyEntryOnPort(entries: readonly Entry[], host: string, port: number | undefined): boolean {
   if (port === undefined) return entries.length > 0;

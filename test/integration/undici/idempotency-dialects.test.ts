@@ -178,7 +178,7 @@ for (const target of storeTargets()) {
       expect(await store.findOperations({ idempotencyKey: 'sdk-key-4' })).toEqual([]);
       expect(await store.findOperations({ idempotencyKey: lost.operation })).toEqual([]);
       expect(attempts.map((a) => idempotencySummary(a as never))).toEqual([
-        "idempotency key sdk-key-3 (the agent's own); the gate's key " + lost.operation,
+        `idempotency key sdk-key-3 (the agent's own); the gate's key ${lost.operation}`,
         `idempotency key sdk-key-3 (the key of the attempt before); the agent sent sdk-key-4; the gate's key ${lost.operation}; REPLAYED by the destination`,
       ]);
       expect(attempts).toMatchObject([
