@@ -77,6 +77,12 @@ export const ERROR_CODES = {
     summary:
       'A file read as an audit export (`audit verify --file`, a retention archive) is not one: a line is not JSON, a field is missing or unexpected, the header is absent.',
   },
+  EG_ERR_AUDIT_KEY_INVALID: {
+    status: 500,
+    type: 'audit_key_invalid',
+    summary:
+      'An audit signing or verifier key (a signed-note key: name+id+key) is malformed, has an id that does not match it, or an unknown algorithm; or a signed note or checkpoint read back is not well-formed.',
+  },
   EG_ERR_BODY_TOO_LARGE: {
     status: 413,
     type: 'body_too_large',
