@@ -37,7 +37,9 @@ const DECIDE_FIELDS: Readonly<Record<DecideResult['verdict'], Readonly<Record<st
     hold: {
       decisionId: 'string',
       operationId: 'string',
-      approvalId: 'string',
+      // null in a shadow-mode hold (would_hold): it makes no approval card (eg_decided.sql). The
+      // engine reads approvalId only to answer an enforced hold.
+      approvalId: 'string|null',
       previousAttemptId: 'string|null',
       previousDispatchState: 'string|null',
       requestChanged: 'boolean',

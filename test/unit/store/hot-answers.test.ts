@@ -39,6 +39,20 @@ describe('the hot path wire contract', () => {
       operationState: 'open',
     });
     expect(pending.verdict).toBe('pending');
+    // A shadow-mode hold (would_hold) made no approval card: its approvalId is null.
+    const wouldHold = {
+      verdict: 'hold',
+      decisionId: 'd2',
+      operationId: 'o1',
+      approvalId: null,
+      previousAttemptId: 'a1',
+      previousDispatchState: 'sent_no_response',
+      requestChanged: false,
+      approvedRequest: null,
+      lastApproval: null,
+    };
+    expect(decideAnswer(wouldHold)).toMatchObject({ verdict: 'hold', approvalId: null });
+    expect(refusal(() => decideAnswer({ ...wouldHold, approvalId: 7 })).field).toBe('approvalId');
     expect(Object.isFrozen(outcomeAnswer({ operationState: null, alreadyRecorded: true }))).toBe(true);
   });
 
