@@ -14,6 +14,7 @@ import { resolveAuthorityKey } from './authority-key.js';
 import { Gate, type GateLogger } from './gate.js';
 import { GateLifecycle } from './gate-lifecycle.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
+import { type GateSealOptions, startGateSealer } from './gate-sealer.js';
 import { type GateTracer, noGateTracer } from './gate-tracing.js';
 import { defaultInstanceId } from './instance-id.js';
 import { BODY_LIMITS, type BodyLimits } from './json-scan.js';
@@ -22,7 +23,7 @@ import { ANALYSIS_DEFAULTS } from './proposal-pool.js';
 import { RUN_DEFAULTS, RunIdentity } from './run-identity.js';
 import { unknownRules } from './unknown-rule.js';
 
-export interface CreateGateOptions {
+export interface CreateGateOptions extends GateSealOptions {
   /** A loaded policy set, or a policies folder / file to load. */
   readonly policies: PolicySet | string;
   /**
@@ -230,6 +231,17 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     // After the drain: the spans of the calls it waited for are ended, and exported now.
     lifecycle.onClose(() => tracer.close());
     await lifecycle.start();
+    const stopSealer = await startGateSealer({
+      store,
+      storeUrl: opened ? storeUrl : null,
+      options,
+      logger,
+    }).catch(async (err: unknown) => {
+      await gate.close().catch(() => undefined);
+      throw err;
+    });
+    // Before the store socket's hook: hooks run in order, after the drain, before the store closes.
+    if (stopSealer !== null) lifecycle.onClose(stopSealer);
     // An embedded store this call opened is locked to this process: serve the same socket the
     // proxy serves, so `effectgate operations`, `approvals`, `runs`, `trail` and `audit verify`
     // work beside an in-process agent. A passed-in store is the caller's to serve.

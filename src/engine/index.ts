@@ -24,6 +24,7 @@ export {
   noGateMetrics,
   type UpstreamOutcome,
 } from './gate-metrics.js';
+export { type GateSealOptions, startGateSealer } from './gate-sealer.js';
 export {
   type DecisionTrace,
   type GateTracer,

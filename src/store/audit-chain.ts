@@ -51,8 +51,15 @@ type HashedFields = 'chain' | 'seq' | 'type' | 'operationId' | 'recordedAtUs' | 
  * deleting or inserting one visible.
  */
 export function computeEventHash(e: Pick<EventRecord, HashedFields>): string {
-  const text = `${e.prevHash}\n${e.chain}\n${e.seq}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`;
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return createHash('sha256').update(eventHashInput(e), 'utf8').digest('hex');
+}
+
+/**
+ * The text an event's hash is taken over; also the data of its leaf in the sealed log's Merkle
+ * tree (audit-sealer.ts), so a leaf covers the event's every field and its link to the previous one.
+ */
+export function eventHashInput(e: Pick<EventRecord, HashedFields>): string {
+  return `${e.prevHash}\n${e.chain}\n${e.seq}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`;
 }
 
 interface ChainState {

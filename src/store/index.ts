@@ -1,6 +1,7 @@
 /**
  * The store stage: kysely over PostgreSQL (pg) or embedded PGlite, the reservation protocol in
- * SQL, and the hash-chained event log with its offline verifier.
+ * SQL, the hash-chained event log with its offline verifier, and the sealed log over it (signed
+ * Merkle checkpoints).
  */
 
 export {
@@ -13,7 +14,30 @@ export {
   verifyChain,
 } from './audit-chain.js';
 export * from './audit-export.js';
+export {
+  AUDIT_KEY_FILE,
+  type AuditKey,
+  chooseAuditKey,
+  newAuditKeyName,
+  readVerifierKey,
+} from './audit-key.js';
+export {
+  type AuditLogStore,
+  checkWitnessed,
+  type SealProblem,
+  type SealReport,
+  verifySealedLog,
+  type WitnessCheck,
+} from './audit-log-verify.js';
 export { archiveAndPrune, type RetentionResult } from './audit-retention.js';
+export {
+  AuditSealer,
+  type AuditSealerOptions,
+  type SealerLogger,
+  type SealerStore,
+  type SealStep,
+} from './audit-sealer.js';
+export { type CheckpointNote, checkpointOrigin, readCheckpointNote } from './checkpoint-note.js';
 export {
   keyFileBesideStore,
   readKeyFile,
@@ -29,6 +53,14 @@ export {
   openStore,
   resolveStoreUrl,
 } from './open-store.js';
+export {
+  generateNoteKey,
+  type NoteSigner,
+  type NoteVerifier,
+  parseSignerKey,
+  parseVerifierKey,
+  SignedNoteError,
+} from './signed-note.js';
 export { storeEvents, verifyStoreChain } from './store-events.js';
 export {
   connectStoreSocket,

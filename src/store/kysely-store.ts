@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
+import * as auditLog from './audit-log-sql.js';
 import type { RoundTripCounter } from './counting-dialect.js';
 import type { GroupCommit } from './group-commit.js';
 import { decideAnswer, type OutcomeAnswer, outcomeAnswer } from './hot-answers.js';
@@ -23,10 +24,12 @@ import type {
   AttemptRecord,
   ChainCut,
   ChainHead,
+  CheckpointRecord,
   DecideInput,
   DecideResult,
   DecisionRecord,
   EventPosition,
+  EventRange,
   EventRecord,
   GrantInput,
   GrantRecord,
@@ -43,12 +46,14 @@ import type {
   RunRecord,
   RunReleaseInput,
   Scope,
+  SealedHeads,
   ShadowDispatchInput,
   ShadowVerdict,
   ShadowVerdictCount,
   Store,
   StoredAuthorityKey,
   StoreStats,
+  UnsealedEvents,
 } from './types.js';
 
 export interface KyselyStoreOptions {
@@ -616,6 +621,34 @@ export class KyselyStore implements Store {
       );
       return Number(parsed<{ removed: number }>(rows[0]!.result).removed);
     });
+  }
+
+  auditLogId(): Promise<string> {
+    return this.#guard('auditLogId', () => auditLog.auditLogId(this.#db));
+  }
+
+  readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]> {
+    return this.#guard('readEventRanges', () => auditLog.readEventRanges(this.#db, ranges));
+  }
+
+  latestCheckpoint(): Promise<CheckpointRecord | null> {
+    return this.#guard('latestCheckpoint', () => auditLog.latestCheckpoint(this.#db));
+  }
+
+  getCheckpoint(size: number): Promise<CheckpointRecord | null> {
+    return this.#guard('getCheckpoint', () => auditLog.getCheckpoint(this.#db, size));
+  }
+
+  readCheckpoints(after: number | null, limit: number): Promise<CheckpointRecord[]> {
+    return this.#guard('readCheckpoints', () => auditLog.readCheckpoints(this.#db, after, limit));
+  }
+
+  appendCheckpoint(after: number | null, checkpoint: CheckpointRecord): Promise<boolean> {
+    return this.#guard('appendCheckpoint', () => auditLog.appendCheckpoint(this.#db, after, checkpoint));
+  }
+
+  unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents> {
+    return this.#guard('unsealedEvents', () => auditLog.unsealedEvents(this.#db, heads));
   }
 
   ping(): Promise<void> {

@@ -251,6 +251,16 @@ export interface GateInstancesTable {
   stopped_at: ColumnType<Date | null, never, never>;
 }
 
+/** Checkpoints of the sealed log (migration 0018); append-only, written by eg_append_checkpoint. */
+export interface AuditCheckpointsTable {
+  size: ColumnType<string, never, never>;
+  heads: ColumnType<unknown, never, never>;
+  root: string;
+  frontier: string;
+  sealed_at: ColumnType<Date, never, never>;
+  note: string;
+}
+
 export interface SettingsTable {
   name: string;
   value: string;
@@ -272,4 +282,5 @@ export interface Database {
   grants: GrantsTable;
   gate_instances: GateInstancesTable;
   settings: SettingsTable;
+  audit_checkpoints: AuditCheckpointsTable;
 }

@@ -45,6 +45,12 @@ const SERVED = [
   'listDecisions',
   'readEvents',
   'chainHeads',
+  'auditLogId',
+  'readEventRanges',
+  'latestCheckpoint',
+  'getCheckpoint',
+  'readCheckpoints',
+  'unsealedEvents',
   'ping',
 ] as const satisfies readonly (keyof Store)[];
 

@@ -780,6 +780,45 @@ export interface ChainCut {
   readonly cutHash: string;
 }
 
+/**
+ * The last sealed seq of every chain that has one, by chain number as text (`{"3": 120}`); a chain
+ * absent has none sealed.
+ */
+export type SealedHeads = Readonly<Record<string, number>>;
+
+/**
+ * One checkpoint of the sealed log (audit_checkpoints, migration 0018): the RFC 9162 Merkle tree
+ * over every event sealed so far, in sealing order (checkpoint by checkpoint; within one, the
+ * events after the previous checkpoint's heads up to its own, by chain then seq).
+ */
+export interface CheckpointRecord {
+  /** Leaves in the tree: events sealed so far, removed ones included. */
+  readonly size: number;
+  readonly heads: SealedHeads;
+  /** The tree's root hash, 64 lowercase hex digits. */
+  readonly root: string;
+  /** The tree's compact range at this size (MerkleFrontier JSON). */
+  readonly frontier: string;
+  /** When it was sealed (ISO). */
+  readonly sealedAt: string;
+  /** The C2SP signed note of the checkpoint (checkpoint-note.ts). */
+  readonly note: string;
+}
+
+/** The events of one chain with `after < seq <= upTo`. */
+export interface EventRange {
+  readonly chain: number;
+  readonly after: number;
+  readonly upTo: number;
+}
+
+/** Events no checkpoint covers yet. */
+export interface UnsealedEvents {
+  readonly count: number;
+  /** When the oldest of them was recorded (ISO); null when there is none. */
+  readonly oldestAt: string | null;
+}
+
 export interface StoreStats {
   /**
    * Database round trips made since the store was opened (each statement sent counts one; a call
@@ -949,6 +988,23 @@ export interface Store {
    * removed. `EG_ERR_AUDIT_CHAIN_BROKEN` when the chain is no longer where the cut says.
    */
   pruneChain(cut: ChainCut): Promise<number>;
+  /** The sealed log's identity (settings.audit_log_id): the origin of its checkpoints names it. */
+  auditLogId(): Promise<string>;
+  /** The events of the given ranges, in (chain, seq) order: what the sealer folds in. */
+  readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]>;
+  /** The newest checkpoint, or null while the log has none. */
+  latestCheckpoint(): Promise<CheckpointRecord | null>;
+  /** The checkpoint of tree size `size`, or null. */
+  getCheckpoint(size: number): Promise<CheckpointRecord | null>;
+  /** At most `limit` checkpoints by size, after size `after` (null: from the first). */
+  readCheckpoints(after: number | null, limit: number): Promise<CheckpointRecord[]>;
+  /**
+   * Appends `checkpoint` if the latest one is still of size `after` (null: none yet); false, and
+   * nothing written, when another sealer appended meanwhile.
+   */
+  appendCheckpoint(after: number | null, checkpoint: CheckpointRecord): Promise<boolean>;
+  /** How many committed events lie past `heads` (null: past the chains' bases), and the oldest one's time. */
+  unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents>;
   /** Cheap liveness check (`select 1`). */
   ping(): Promise<void>;
   /**

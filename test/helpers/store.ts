@@ -16,10 +16,12 @@ import type {
   ApprovalRecord,
   ChainCut,
   ChainHead,
+  CheckpointRecord,
   DecideInput,
   DecideResult,
   DecisionRecord,
   EventPosition,
+  EventRange,
   EventRecord,
   GrantInput,
   GrantRecord,
@@ -35,11 +37,13 @@ import type {
   RecoverInput,
   RunRecord,
   RunReleaseInput,
+  SealedHeads,
   ShadowDispatchInput,
   ShadowVerdictCount,
   Store,
   StoredAuthorityKey,
   StoreStats,
+  UnsealedEvents,
 } from '../../src/store/types.js';
 
 export interface StoreTarget {
@@ -259,6 +263,34 @@ class TestStoreHandle implements TestStore {
 
   chainHeads(): Promise<ChainHead[]> {
     return this.#inner.chainHeads();
+  }
+
+  auditLogId(): Promise<string> {
+    return this.#inner.auditLogId();
+  }
+
+  readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]> {
+    return this.#inner.readEventRanges(ranges);
+  }
+
+  latestCheckpoint(): Promise<CheckpointRecord | null> {
+    return this.#inner.latestCheckpoint();
+  }
+
+  getCheckpoint(size: number): Promise<CheckpointRecord | null> {
+    return this.#inner.getCheckpoint(size);
+  }
+
+  readCheckpoints(after: number | null, limit: number): Promise<CheckpointRecord[]> {
+    return this.#inner.readCheckpoints(after, limit);
+  }
+
+  appendCheckpoint(after: number | null, checkpoint: CheckpointRecord): Promise<boolean> {
+    return this.#inner.appendCheckpoint(after, checkpoint);
+  }
+
+  unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents> {
+    return this.#inner.unsealedEvents(heads);
   }
 
   ping(): Promise<void> {

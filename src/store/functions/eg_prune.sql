@@ -8,7 +8,9 @@
 -- prune moved its base meanwhile, or the cut event is not the archived one (its hash differs). The
 -- head row is locked first, so appends to this chain wait for the removal (a chain's events only,
 -- so the other chains keep going). The events table's trigger lets a DELETE through only for an
--- event at or below its chain's base with eg.pruning on: the base is moved first.
+-- event at or below its chain's base with eg.pruning on: the base is moved first. Once the log is
+-- sealed, a cut past the chain's seq in the latest checkpoint is refused too (EG422): an event no
+-- checkpoint covers is never removed (eg_prune_cut never offers one).
 create or replace function eg_prune(p_cut text) returns json language plpgsql as $$
   declare
     c jsonb := p_cut::jsonb;
@@ -24,6 +26,11 @@ create or replace function eg_prune(p_cut text) returns json language plpgsql as
     if v_head.base_seq <> (c ->> 'baseSeq')::bigint or v_head.base_hash <> c ->> 'baseHash' then
       raise exception 'effectgate: chain % was pruned meanwhile (base %, the archive starts after %)',
         v_chain, v_head.base_seq, c ->> 'baseSeq' using errcode = 'EG422';
+    end if;
+    if exists (select 1 from audit_checkpoints) and v_cut > coalesce((select (heads ->> v_chain::text)::bigint
+        from audit_checkpoints order by size desc limit 1), 0) then
+      raise exception 'effectgate: event % of chain % is not sealed yet: prune refused', v_cut, v_chain
+        using errcode = 'EG422';
     end if;
     if v_cut = v_head.base_seq then
       return json_build_object('chain', v_chain, 'removed', 0);

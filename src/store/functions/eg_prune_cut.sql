@@ -7,6 +7,10 @@
 -- predecessor's), so the events before p_before are a prefix of the chain and the cut is found by
 -- binary search over seq: about 25 primary-key probes per chain, whatever the log's size. A seq
 -- with no event (a gap: the log does not verify) is refused (EG422): verify before pruning.
+--
+-- Once the log is sealed (audit_checkpoints has a row), only sealed events are cut: a chain's cut
+-- is at most its seq in the latest checkpoint, so every removed event is in a signed tree head
+-- and verification resumes from a checkpoint's frontier (eg_prune refuses the rest).
 create or replace function eg_prune_cut(p_before timestamptz) returns json language plpgsql stable as $$
   declare
     v_head record;
@@ -16,10 +20,12 @@ create or replace function eg_prune_cut(p_before timestamptz) returns json langu
     v_at timestamptz;
     v_hash text;
     v_out json[] := '{}';
+    v_sealed jsonb := (select heads from audit_checkpoints order by size desc limit 1);
   begin
     for v_head in select id, base_seq, base_hash, last_seq from chain_head order by id loop
       v_lo := v_head.base_seq;
-      v_hi := v_head.last_seq;
+      v_hi := case when v_sealed is null then v_head.last_seq
+        else greatest(v_head.base_seq, least(v_head.last_seq, coalesce((v_sealed ->> v_head.id::text)::bigint, 0))) end;
       while v_lo < v_hi loop
         v_mid := (v_lo + v_hi + 1) / 2;
         v_at := null;

@@ -18,10 +18,15 @@ import type { Database } from '../schema.js';
 export const FUNCTIONS_DIR: URL = new URL('./', import.meta.url);
 
 /**
- * The one eg_ function that is schema, not a definition here: the events table's append-only
- * trigger needs its function to exist, so migration 0001-initial creates it and this step never
- * drops it.
+ * The eg_ functions that are schema, not definitions here: an append-only trigger needs its
+ * function to exist, so the migration that made the table creates it (events: 0001-initial;
+ * audit_checkpoints: 0018-audit-checkpoints) and this step never drops them.
  */
+export const TRIGGER_FUNCTIONS: readonly string[] = [
+  'eg_events_append_only',
+  'eg_audit_checkpoints_append_only',
+];
+/** The events table's trigger function, the first of TRIGGER_FUNCTIONS. */
 export const TRIGGER_FUNCTION = 'eg_events_append_only';
 
 /** The `settings` row holding the checksum of the definitions last applied. */
@@ -104,7 +109,7 @@ export interface FunctionsWriter {
 
 /**
  * Makes the live functions exactly the files, unless the checksum stored by the last run says
- * they already are: drops every eg_ function of the current schema but the trigger's (so an old
+ * they already are: drops every eg_ function of the current schema but the triggers' (so an old
  * signature or a function whose file is gone goes too), creates every file, stores the checksum
  * and who wrote them. One transaction, so a failure leaves the previous functions in place; under
  * an advisory lock, so concurrent gate starts take turns and only the first one redefines
@@ -142,7 +147,7 @@ export async function applyFunctions(db: Kysely<Database>, writer: FunctionsWrit
       select format('%I(%s)', p.proname, pg_get_function_identity_arguments(p.oid)) as signature
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where n.nspname = current_schema() and starts_with(p.proname, 'eg_')
-        and p.proname <> ${TRIGGER_FUNCTION}`.execute(trx);
+        and p.proname not in (${sql.join(TRIGGER_FUNCTIONS.map((name) => sql.lit(name)))})`.execute(trx);
     for (const { signature } of live.rows) {
       await sql.raw(`drop function ${signature}`).execute(trx);
     }

@@ -1,6 +1,11 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { CHECKSUM_SETTING, FUNCTIONS_DIR, TRIGGER_FUNCTION } from '../../../src/store/functions/index.js';
+import {
+  CHECKSUM_SETTING,
+  FUNCTIONS_DIR,
+  TRIGGER_FUNCTION,
+  TRIGGER_FUNCTIONS,
+} from '../../../src/store/functions/index.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, reserve } from './inputs.js';
 
@@ -20,7 +25,7 @@ async function liveFunctions(store: TestStore): Promise<LiveFunction[]> {
   return store.query<LiveFunction>(`
     select p.proname as name, p.oid::text as oid, p.prosrc as body
     from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-    where n.nspname = current_schema() and starts_with(p.proname, 'eg_') and p.proname <> '${TRIGGER_FUNCTION}'
+    where n.nspname = current_schema() and starts_with(p.proname, 'eg_') and p.proname not in (${TRIGGER_FUNCTIONS.map((f) => `'${f}'`).join(', ')})
     order by p.proname, p.oid`);
 }
 
