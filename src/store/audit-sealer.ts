@@ -215,6 +215,9 @@ function checkLinks(
       if (link === undefined || link.seq !== range.after) {
         return `chain ${range.chain} has no event ${range.after}`;
       }
+      if (computeEventHash(link) !== link.hash) {
+        return `event ${range.after} of chain ${range.chain} was edited (its hash differs)`;
+      }
       prev = link.hash;
       k = 1;
     } else {
