@@ -33,7 +33,11 @@ export interface AuditSealerOptions {
   readonly signer: NoteSigner;
   /** How often it looks for new events; default 250 ms, so sealing lags a commit by about that. */
   readonly intervalMs?: number;
-  /** Most events one checkpoint takes from one chain; default 256 (a long backlog is many checkpoints). */
+  /**
+   * Most events one checkpoint takes from one chain; default 64, so one round reads at most 4,096
+   * events (a few MB) and a long backlog (an upgraded store) is many small rounds that calls
+   * interleave with, not one read that stalls an embedded store.
+   */
   readonly maxPerChain?: number;
   readonly logger?: SealerLogger;
   /** The clock of `sealedAt` (tests). */
@@ -60,7 +64,7 @@ export class AuditSealer {
       store: options.store,
       signer: options.signer,
       intervalMs: options.intervalMs ?? 250,
-      maxPerChain: options.maxPerChain ?? 256,
+      maxPerChain: options.maxPerChain ?? 64,
       logger: options.logger ?? null,
       now: options.now ?? ((): Date => new Date()),
     });

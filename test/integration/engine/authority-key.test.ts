@@ -125,7 +125,8 @@ describe('the authority key', { timeout: 120_000 }, () => {
   it('an older store keeps its key: moved to the file, deleted from the database, references still match', async () => {
     const url = `pglite:${join(root, 'store')}`;
     // The older version: fingerprints keyed with the key kept in settings.
-    const old = await createGate({ policies, scope, store: url, authorityKey: LEGACY_KEY });
+    // (No audit key either: the older version sealed nothing, so made no key folder beside the store.)
+    const old = await createGate({ policies, scope, store: url, authorityKey: LEGACY_KEY, auditKey: null });
     const before = await fingerprint(old);
     await old.close();
     const store = await openKyselyStore({ url });
@@ -142,7 +143,8 @@ describe('the authority key', { timeout: 120_000 }, () => {
 
   it('a move cut between writing the file and deleting the row is finished at the next start', async () => {
     const url = `pglite:${join(root, 'store')}`;
-    const old = await createGate({ policies, scope, store: url, authorityKey: LEGACY_KEY });
+    // (No audit key either: the older version sealed nothing, so made no key folder beside the store.)
+    const old = await createGate({ policies, scope, store: url, authorityKey: LEGACY_KEY, auditKey: null });
     const before = await fingerprint(old);
     await old.close();
     const store = await openKyselyStore({ url });
