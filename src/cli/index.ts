@@ -51,6 +51,8 @@ commands:
   keys authority     --out FILE [--store postgres://…]: the authority key of a PostgreSQL store (the one
                      an older version kept in the database, else a new one) to FILE, mode 0600, for
                      --authority-key-file (an embedded store keeps it beside itself, in DIR.keys/)
+  keys audit         --out FILE: a new audit signing key to FILE (mode 0600) for --audit-key-file, its
+                     verifier key to FILE.pub and stdout, for witnesses and audit verify --audit-key-file
   demo               a walk-through on a fake issue tracker: allow, duplicate, lost response, hold,
                      approval, trail; then the admin UI until Ctrl-C (--no-wait, --port PORT)
 
