@@ -12,14 +12,17 @@ import {
   verifyStoreChain,
   writeAuditExport,
 } from '../store/index.js';
+import { checkSeal, printCheckpoint, printSeal, sealVerifier } from './audit-seal-command.js';
 import { printable } from './cli-text.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
 
-export const USAGE = `usage: effectgate audit verify [--store URL] [--json]
+export const USAGE = `usage: effectgate audit verify [--store URL] [--audit-key-file FILE] [--witness FILE]… [--json]
        effectgate audit verify --file FILE [--json]
+       effectgate audit checkpoint [--store URL]
        effectgate audit export [--store URL] [--out FILE [--force]]
        effectgate audit prune --before TIME --archive FILE [--store URL] [--json]
-defaults: --store DATABASE_URL else pglite:./.effectgate; audit export writes to stdout without --out`;
+defaults: --store DATABASE_URL else pglite:./.effectgate; audit export writes to stdout without --out;
+  --audit-key-file: the key beside an embedded store, else none (signatures unchecked)`;
 
 export const AUDIT_OPTIONS = {
   store: { type: 'string' },
@@ -29,11 +32,16 @@ export const AUDIT_OPTIONS = {
   force: { type: 'boolean', default: false },
   before: { type: 'string' },
   archive: { type: 'string' },
+  'audit-key-file': { type: 'string' },
+  witness: { type: 'string', multiple: true },
 } as const satisfies FlagTable;
 
 /**
- * `effectgate audit verify [--store URL] [--json]`: exit 0 when every chain is intact, 1 naming the
- * first bad event of each broken chain.
+ * `effectgate audit verify [--store URL] [--audit-key-file FILE] [--witness FILE]… [--json]`: exit 0
+ * when every chain is intact and the sealed log verifies (every checkpoint's signature and root,
+ * every kept checkpoint held by the store), 1 naming the first bad event of each broken chain and
+ * each bad checkpoint; the events not sealed yet are reported either way.
+ * `effectgate audit checkpoint [--store URL]`: the latest checkpoint's signed note, for a witness.
  * `effectgate audit verify --file FILE [--json]`: the same over an export, offline (no store); a
  * line that is not an export line is exit 1 as `FILE:LINE: message`.
  * `effectgate audit export [--store URL] [--out FILE [--force]]`: the event log as JSON Lines
@@ -56,10 +64,19 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
     return 2;
   };
   if (extra.length > 0) return usage(`audit ${sub} takes no arguments, got ${JSON.stringify(extra[0])}`);
+  const witnesses = values.witness ?? [];
+  const auditKeyFile = values['audit-key-file'];
+  if (sub !== 'verify' && (auditKeyFile !== undefined || witnesses.length > 0))
+    return usage('--audit-key-file and --witness are for audit verify');
   if (sub === 'verify') {
     if (values.out !== undefined || values.force) return usage('--out and --force are for audit export');
-    if (values.file === undefined) return verifyStore(values.store, values.json);
+    if (auditKeyFile === '' || witnesses.includes(''))
+      return usage('--audit-key-file and --witness need a file');
+    if (values.file === undefined) return verifyStore(values.store, values.json, { auditKeyFile, witnesses });
     if (values.store !== undefined) return usage('--file and --store are exclusive');
+    // An export holds events, not checkpoints: the seal is verified against a store.
+    if (auditKeyFile !== undefined || witnesses.length > 0)
+      return usage('--audit-key-file and --witness verify a store, not an export (--file)');
     if (values.file === '') return usage('--file needs a file name');
     return verifyFile(values.file, values.json);
   }
@@ -77,6 +94,11 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
       );
     return prune(values.store, before, values.archive, values.json);
   }
+  if (sub === 'checkpoint') {
+    if (values.file !== undefined || values.out !== undefined || values.force || values.json)
+      return usage('audit checkpoint takes only --store URL');
+    return printCheckpoint(values.store);
+  }
   if (sub === 'export') {
     if (values.file !== undefined) return usage('audit export writes to --out FILE (--file is for verify)');
     if (values.force && values.out === undefined) return usage('--force needs --out FILE');
@@ -87,13 +109,29 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
   return 2;
 }
 
-async function verifyStore(storeFlag: string | undefined, json: boolean): Promise<number> {
-  const store = await openInspectionStore(resolveStoreUrl(storeFlag));
+async function verifyStore(
+  storeFlag: string | undefined,
+  json: boolean,
+  seal: { readonly auditKeyFile: string | undefined; readonly witnesses: readonly string[] },
+): Promise<number> {
+  const url = resolveStoreUrl(storeFlag);
+  // Before the store is opened: a bad key file is refused at once.
+  const verifier = await sealVerifier(url, seal.auditKeyFile);
+  const store = await openInspectionStore(url);
   try {
     const report = await verifyStoreChain(store);
-    if (json) process.stdout.write(`${JSON.stringify(report)}\n`);
-    else printReport(report, '');
-    return report.ok ? 0 : 1;
+    const check = await checkSeal(store, verifier, seal.witnesses);
+    // `ok`: the whole answer (the exit code's), chains, seal and witnesses together.
+    const ok = report.ok && check.ok;
+    if (json)
+      process.stdout.write(
+        `${JSON.stringify({ ...report, ok, sealed: check.sealed, witnessed: check.witnessed })}\n`,
+      );
+    else {
+      printReport(report, '');
+      printSeal(check, verifier);
+    }
+    return ok ? 0 : 1;
   } finally {
     await store.close();
   }

@@ -40,8 +40,11 @@ commands:
                      let a halted run go on (recorded; its duplicate counts start again)
   recover            mark attempts left without an outcome by a dead gate unknown (--stale-after 30s,
                      --json; --policies DIR only for operations older than migration 0003)
-  audit verify       verify the hash-chained event log (exit 1 naming the first bad event;
-                     --file FILE verifies an export offline, no store needed)
+  audit verify       verify the hash-chained event log and its signed checkpoints (exit 1 naming the first
+                     bad event or checkpoint; --audit-key-file FILE: the key to check signatures against;
+                     --witness FILE: a kept checkpoint the store must still hold; --file FILE verifies an
+                     export offline, no store needed)
+  audit checkpoint   the latest signed checkpoint, for a witness to keep (> kept.note)
   audit export       the event log as JSON Lines on stdout (--out FILE: mode 0600, --force to replace)
   audit prune        --before TIME --archive FILE: archive (verified) and remove older events
   migrate            apply pending store migrations
@@ -51,6 +54,8 @@ commands:
   keys authority     --out FILE [--store postgres://…]: the authority key of a PostgreSQL store (the one
                      an older version kept in the database, else a new one) to FILE, mode 0600, for
                      --authority-key-file (an embedded store keeps it beside itself, in DIR.keys/)
+  keys audit         --out FILE: a new audit signing key to FILE (mode 0600) for --audit-key-file, its
+                     verifier key to FILE.pub and stdout, for witnesses and audit verify --audit-key-file
   demo               a walk-through on a fake issue tracker: allow, duplicate, lost response, hold,
                      approval, trail; then the admin UI until Ctrl-C (--no-wait, --port PORT)
 

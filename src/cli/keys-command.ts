@@ -9,7 +9,8 @@ import {
   storeKeysDir,
   writeNewKeyFile,
 } from '../store/index.js';
-import { type FlagTable, parseFlags } from './parse-flags.js';
+import { writeAuditKey } from './keys-audit.js';
+import { type FlagTable, parseFlags, UsageError } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate keys authority --out FILE [--store postgres://…]
        writes the authority key of a PostgreSQL store to FILE (mode 0600, never over an existing
@@ -17,6 +18,11 @@ export const USAGE = `usage: effectgate keys authority --out FILE [--store postg
        with it, else a new random one. Give FILE to every gate (the proxy's authority-key-file
        setting); the first one deletes the key from the database. An embedded store keeps its key
        beside itself, in DIR.keys/.
+       effectgate keys audit --out FILE
+       writes a new audit signing key to FILE (mode 0600, never over an existing file) and its
+       verifier key to FILE.pub, and prints the verifier key. Give FILE to every gate of one
+       database (the proxy's audit-key-file setting), outside the database; give the verifier key
+       to witnesses and to audit verify (its audit-key-file flag).
 defaults: --store DATABASE_URL`;
 
 export const KEYS_OPTIONS = {
@@ -32,13 +38,23 @@ export const KEYS_OPTIONS = {
  */
 export async function runKeys(argv: readonly string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub !== 'authority') {
+  if (sub !== 'authority' && sub !== 'audit') {
     process.stderr.write(`effectgate: unknown keys command ${JSON.stringify(sub ?? '')}\n${USAGE}\n`);
     return 2;
   }
   const { values } = parseFlags({ args: [...rest], options: KEYS_OPTIONS }, USAGE);
   if (values.out === undefined || values.out === '') {
-    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `keys authority needs --out FILE (${USAGE}).`);
+    throw new EffectgateError('EG_ERR_CONFIG_INVALID', `keys ${sub} needs --out FILE (${USAGE}).`);
+  }
+  if (sub === 'audit') {
+    if (values.store !== undefined) {
+      // The audit key is never the database's: there is nothing in a store to read or export.
+      throw new UsageError(
+        'keys audit takes no --store: the audit key is made, never read from a store',
+        USAGE,
+      );
+    }
+    return writeAuditKey(values.out);
   }
   const url = resolveStoreUrl(values.store);
   if (url.startsWith('pglite:')) {

@@ -183,6 +183,7 @@ export async function runProxy(argv: readonly string[]): Promise<number> {
     ca,
     upstreamCa,
     authorityKey,
+    ...(values['audit-key-file'] === undefined ? {} : { auditKeyFile: values['audit-key-file'] }),
     runId: values['run-id'],
     maxBodyBytes,
     analysisThreads,

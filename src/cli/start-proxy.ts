@@ -17,6 +17,8 @@ import {
   type ProxyServerOptions,
 } from '../proxy/index.js';
 import {
+  type AuditKey,
+  chooseAuditKey,
   embeddedStoreDir,
   type GateMode,
   openStore,
@@ -57,6 +59,11 @@ export interface ProxySetup {
   readonly ca?: CertificateAuthority;
   readonly upstreamCa?: string;
   readonly authorityKey?: string;
+  /**
+   * `--audit-key-file`: the signer key file that seals the trail. Absent: an embedded store's key
+   * beside it (made at first start), none on PostgreSQL.
+   */
+  readonly auditKeyFile?: string;
   readonly runId?: string;
   readonly maxBodyBytes?: number;
   readonly analysisThreads?: number;
@@ -102,6 +109,14 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
     // Spans only when the standard OTEL_* variables name an endpoint; otherwise no SDK is loaded.
     const tracer = await tracerFromEnv({ logger });
     undo.push(() => tracer.close());
+    // Chosen here, not by createGate: the store is passed in open, and only this code knows its
+    // URL, which says where an embedded store keeps its key (made beside it at first start).
+    const auditKey = await chooseAuditKey({
+      keyFile: setup.auditKeyFile,
+      storeUrl: setup.storeUrl,
+      create: true,
+    });
+    logAuditKey(auditKey, logger);
     // Registers this life and recovers what earlier lives and dead replicas left in flight before
     // any traffic is taken. On the embedded store the directory lock proves no other gate runs, so
     // every attempt without an outcome is orphaned. From here the gate owns (and closes) the store.
@@ -117,6 +132,8 @@ export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
       staleAfterMs: setup.staleAfterMs,
       drainTimeoutMs: setup.drainTimeoutMs,
       ...(setup.authorityKey === undefined ? {} : { authorityKey: setup.authorityKey }),
+      // No key: left out, so the gate warns once that the trail is hash-chained but not sealed.
+      ...(auditKey.signer === null ? {} : { auditKey: auditKey.signer }),
       ...(setup.runId === undefined ? {} : { runId: setup.runId }),
       ...(setup.maxBodyBytes === undefined ? {} : { maxBodyBytes: setup.maxBodyBytes }),
       ...(setup.analysisThreads === undefined ? {} : { analysisThreads: setup.analysisThreads }),
@@ -216,6 +233,19 @@ function running(
       return stopping;
     },
   };
+}
+
+/** Says once, at start, which key seals the trail; the gate itself warns when none does. */
+function logAuditKey(key: AuditKey, logger: EffectgateLogger): void {
+  if (key.signer === null) return;
+  const where =
+    key.source === 'ephemeral' ? 'a key made for this process (pglite:memory)' : (key.path ?? 'none');
+  logger.info(
+    { audit_key: where, key_name: key.signer.name, created: key.created },
+    key.created
+      ? "audit key made: it seals the trail's checkpoints"
+      : "audit key seals the trail's checkpoints",
+  );
 }
 
 /** Commands (operations, approvals, audit verify) reach an embedded store through this gate. */

@@ -91,6 +91,11 @@ export const PROXY_SETTINGS = {
     secret: true,
     otherwise: 'none: authority-key-file, or its default',
   },
+  'audit-key-file': {
+    type: 'string',
+    path: true,
+    otherwise: 'pglite:DIR: DIR.keys/audit.key, made at first start; PostgreSQL: none (not sealed)',
+  },
   'max-connections': { type: 'string', otherwise: '1024' },
   'max-connections-per-client': { type: 'string', otherwise: '256' },
   'keep-alive-timeout': { type: 'string', otherwise: '5s' },

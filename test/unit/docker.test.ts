@@ -151,10 +151,12 @@ describe('compose.yaml', () => {
     expect(services['migrate']!['environment']['DATABASE_URL']).toBe(gate['environment']['DATABASE_URL']);
   });
 
-  it('makes the authority key once, after migrating, into the volume the gate reads it from', () => {
+  it('makes the authority and audit keys once, after migrating, into the volume the gate reads them from', () => {
     const init = services['authority-key']!['command'][0] as string;
     expect(init).toContain(`test -f ${gateFlags['authority-key-file']} ||`);
     expect(init).toContain(`keys authority --out ${gateFlags['authority-key-file']}`);
+    expect(init).toContain(`test -f ${gateFlags['audit-key-file']} ||`);
+    expect(init).toContain(`keys audit --out ${gateFlags['audit-key-file']}`);
     expect(services['authority-key']!['environment']['DATABASE_URL']).toBe(
       gate['environment']['DATABASE_URL'],
     );
