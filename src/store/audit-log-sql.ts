@@ -67,8 +67,9 @@ function toCheckpoint(row: CheckpointRow): CheckpointRecord {
 }
 
 export async function latestCheckpoint(db: Kysely<Database>): Promise<CheckpointRecord | null> {
+  // Ordered by the column, qualified: a bare `size` would be the text output column of the same name.
   const { rows } = await sql<CheckpointRow>`select ${CHECKPOINT_COLUMNS} from audit_checkpoints
-    order by size desc limit 1`.execute(db);
+    order by audit_checkpoints.size desc limit 1`.execute(db);
   return rows[0] === undefined ? null : toCheckpoint(rows[0]);
 }
 
@@ -84,7 +85,7 @@ export async function readCheckpoints(
   limit: number,
 ): Promise<CheckpointRecord[]> {
   const { rows } = await sql<CheckpointRow>`select ${CHECKPOINT_COLUMNS} from audit_checkpoints
-    where size > ${after ?? -1} order by size limit ${limit}`.execute(db);
+    where size > ${after ?? -1} order by audit_checkpoints.size limit ${limit}`.execute(db);
   return rows.map(toCheckpoint);
 }
 

@@ -44,14 +44,21 @@ for (const target of storeTargets()) {
     });
 
     it('seals every committed event into signed checkpoints that verify, and says when none is left unsealed', async () => {
+      // Past a hundred events, so checkpoint sizes pass from two digits to three.
+      for (let i = 0; i < 100; i++) await store.decide(reserve(newRun(), newKey()));
       const before = await verifySealedLog(store, verifier);
       expect(before).toMatchObject({ ok: true, checkpoints: 0, latest: null });
       expect(before.unsealed.count).toBe(await events(store));
       expect(before.unsealed.oldestAt).not.toBeNull();
 
-      const sealer = new AuditSealer({ store, signer, maxPerChain: 2 });
-      // Two events per chain per checkpoint at most: the history takes several, after the size-0 one.
+      const sealer = new AuditSealer({ store, signer, maxPerChain: 1 });
+      // One event per chain per checkpoint at most: the history takes several, after the size-0
+      // one, and their sizes pass from two digits to three (checkpoints are ordered as numbers).
       expect(await sealer.seal()).toBeGreaterThan(2);
+      const sizes = (await store.readCheckpoints(null, 1000)).map((c) => c.size);
+      expect(sizes).toEqual([...sizes].sort((a, b) => a - b));
+      expect(sizes.some((n) => n > 0 && n < 100) && sizes.some((n) => n >= 100)).toBe(true);
+      expect((await store.latestCheckpoint())!.size).toBe(sizes[sizes.length - 1]);
       const report = await verifySealedLog(store, verifier);
       expect(report).toMatchObject({
         ok: true,
