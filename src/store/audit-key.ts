@@ -30,7 +30,9 @@ export interface AuditKey {
  * The key that signs the audit log's checkpoints, never one the database holds (a key kept next to
  * the log it signs would let whoever rewrites the log sign the rewrite):
  *
- * - `keyFile` given: that signer key file (readable by its owner only);
+ * - `keyFile` given: that signer key file (readable by its owner and group only: a Kubernetes
+ *   Secret mounted with an `fsGroup` is 0440, the only way a non-root gate reads it, as for the
+ *   authority key file);
  * - an embedded store on disk (`pglite:DIR`): `DIR.keys/audit.key`, made on first use when
  *   `create`, else read if it is there (no file: no key);
  * - `pglite:memory`: a key made for this process, gone with the database it signs;
@@ -43,7 +45,7 @@ export async function chooseAuditKey(options: {
 }): Promise<AuditKey> {
   const { keyFile, storeUrl, create } = options;
   if (keyFile !== undefined) {
-    const content = (await readKeyFile(keyFile)) as Buffer;
+    const content = (await readKeyFile(keyFile, { groupReadable: true })) as Buffer;
     return frozen(signerIn(content, keyFile), 'file', keyFile, false);
   }
   if (storeUrl === 'pglite:memory') {
@@ -80,7 +82,7 @@ export async function chooseAuditKey(options: {
 
 /**
  * The verifier in a key file: a verifier key (public: any mode), or a signer key, whose verifier
- * is used (a secret: refused when others can read it).
+ * is used (a secret: refused when others can read it; its group may, as the gate's own read).
  */
 export async function readVerifierKey(path: string): Promise<NoteVerifier> {
   let content: Buffer;
@@ -93,7 +95,7 @@ export async function readVerifierKey(path: string): Promise<NoteVerifier> {
   }
   if (content.toString('utf8').trim().startsWith('PRIVATE+KEY+')) {
     // Read again through the checks of a secret file: its mode, on the file opened.
-    const secret = (await readKeyFile(path)) as Buffer;
+    const secret = (await readKeyFile(path, { groupReadable: true })) as Buffer;
     return parseVerifierKey(signerIn(secret, path).verifierKey);
   }
   try {

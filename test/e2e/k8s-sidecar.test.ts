@@ -12,7 +12,15 @@
  * root" added with --system: the image's Node roots do not know a loopback test certificate).
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -83,10 +91,16 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     // The Secret effectgate-authority, as Kubernetes mounts it under the fsGroup: 0440.
     mkdirSync(join(dir, 'authority'));
     writeFileSync(join(dir, 'authority', 'authority.key'), `${'5e'.repeat(32)}\n`, { mode: 0o440 });
+    // The Secret effectgate-audit: made as its comment says (keys audit), mounted 0440 as well.
+    mkdirSync(join(dir, 'audit'));
+    const madeAudit = await runCli(['keys', 'audit', '--out', join(dir, 'audit', 'audit.key')]);
+    expect(madeAudit.code, madeAudit.stderr).toBe(0);
+    chmodSync(join(dir, 'audit', 'audit.key'), 0o440);
     const swaps: Record<string, string> = {
       [mountPath('policies')]: join(dir, 'policies'),
       [mountPath('ca')]: join(dir, 'ca'),
       [`${mountPath('authority')}/authority.key`]: join(dir, 'authority', 'authority.key'),
+      [`${mountPath('audit')}/audit.key`]: join(dir, 'audit', 'audit.key'),
     };
     const args = (gate['args'] as string[]).slice(1).map((arg) => {
       if (arg.startsWith('--listen=') || arg.startsWith('--admin='))
@@ -97,6 +111,7 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     expect(args).toContain('--no-migrate');
     expect(args).toContain(`--ca-dir=${join(dir, 'ca')}`);
     expect(args).toContain(`--authority-key-file=${join(dir, 'authority', 'authority.key')}`);
+    expect(args).toContain(`--audit-key-file=${join(dir, 'audit', 'audit.key')}`);
     // The ca-bundle init container, its volumes as folders: the certificate-only projection of
     // the Secret (ca-cert) and the emptyDir (trust) the agent reads.
     mkdirSync(join(dir, 'ca-cert'));
@@ -117,7 +132,8 @@ describe('the k8s sidecar args, run as the built CLI', () => {
         `--allow-connect-ports=${upstream.port},${tunnelled.port}`,
         `--upstream-ca=${join(dir, 'upstream.pem')}`,
       ],
-      env,
+      // No audit key from this machine's environment: only the manifest's flag counts.
+      { ...env, EFFECTGATE_AUDIT_KEY_FILE: '', EFFECTGATE_LOG_LEVEL: 'info' },
     );
     // This machine's own CA and proxy settings dropped: only the manifest's count. Its NO_PROXY
     // is dropped too: it lists 127.0.0.1, which here stands for the governed api.github.com.
@@ -148,6 +164,17 @@ describe('the k8s sidecar args, run as the built CLI', () => {
     }
   });
 
+  it('seals the trail with the audit key read from the mounted Secret (0440), never a key of its own', () => {
+    const logs = proxy
+      .stderr()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Obj);
+    const key = logs.find((l) => l['audit_key'] !== undefined);
+    expect(key, proxy.stderr()).toMatchObject({ audit_key: join(dir, 'audit', 'audit.key'), created: false });
+    expect(proxy.stderr()).not.toContain('no audit key');
+  });
+
   it("intercepts the ConfigMap's tool over HTTPS: 201 allow, then 409 duplicate, one request out", async () => {
     const agent = new ProxyAgent({
       uri: proxy.url,
@@ -172,6 +199,31 @@ describe('the k8s sidecar args, run as the built CLI', () => {
       await agent.close();
     }
   });
+  it('the trail it sealed verifies against the same mounted key, through the running gate', async () => {
+    const verify = () =>
+      runCli(
+        [
+          'audit',
+          'verify',
+          '--store',
+          `pglite:${join(dir, 'store')}`,
+          '--audit-key-file',
+          join(dir, 'audit', 'audit.key'),
+        ],
+        { EFFECTGATE_AUDIT_KEY_FILE: '' },
+      );
+    // The sealer signs a checkpoint within an interval of the calls above: wait for the first.
+    let result = await verify();
+    for (let i = 0; i < 20 && result.code === 0 && /no checkpoint yet/.test(result.stdout); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      result = await verify();
+    }
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toContain('audit chain intact');
+    expect(result.stdout).toMatch(/audit log sealed: [1-9]\d* checkpoint\(s\) checked/);
+    expect(result.stdout).toMatch(/signatures checked against effectgate-audit-/);
+  }, 30_000);
+
   it("the agent's own environment: curl and Python verify the governed host's leaf and a tunnelled host's certificate with the bundle", async () => {
     expect(agentEnv['SSL_CERT_FILE']).toBe(join(dir, 'trust', 'ca-bundle.pem'));
     const governed = `https://127.0.0.1:${upstream.port}/repos/acme/api/issues`;

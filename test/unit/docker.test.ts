@@ -303,6 +303,33 @@ describe('deploy/k8s (kustomize base)', () => {
     expect(pod['securityContext']['fsGroup']).toBeDefined();
   });
 
+  it('gives every replica the one audit key from a Secret, mounted read-only where --audit-key-file points, as the authority key', () => {
+    const file = flags['audit-key-file'] as string;
+    expect(file).toBe('/etc/effectgate/audit/audit.key');
+    // The flag, not also the variable: one place says where the key is.
+    expect(envOf(gate)['EFFECTGATE_AUDIT_KEY_FILE']).toBeUndefined();
+    const mount = mountAt(gate, dirOf(file));
+    expect(mount).toEqual({ name: 'audit', mountPath: dirOf(file), readOnly: true });
+    const volume = volumes[mount['name']]!;
+    expect(volume['secret']['secretName']).toBe('effectgate-audit');
+    expect(volume['secret']['items']).toEqual([
+      { key: 'audit.key', path: file.slice(dirOf(file).length + 1) },
+    ]);
+    // Mounted exactly as the authority key: 0440, read through the pod's fsGroup.
+    const authority = volumes[mountAt(gate, dirOf(flags['authority-key-file'] as string))['name']]!;
+    expect(volume['secret']['defaultMode']).toBe(0o440);
+    expect(volume['secret']['defaultMode']).toBe(authority['secret']['defaultMode']);
+    expect(pod['securityContext']['fsGroup']).toBe(pod['securityContext']['runAsGroup']);
+    // Only the gate holds the signer key: not the agent, the bundle step or the migrate Job.
+    const job = byKind('Job')['spec']['template']['spec'] as Obj;
+    const holders = [...pod['initContainers'], ...pod['containers'], ...job['containers']]
+      .filter((c: Obj) => ((c['volumeMounts'] ?? []) as Obj[]).some((m) => m['name'] === mount['name']))
+      .map((c: Obj) => c['name']);
+    expect(holders).toEqual(['effectgate']);
+    expect(job['volumes']).toBeUndefined();
+    expect(migrateFlags(job['containers'][0]['args'])).toEqual({});
+  });
+
   it('declares ports matching --listen and --admin, probes on the admin port', () => {
     const ports = Object.fromEntries((gate['ports'] as Obj[]).map((p) => [p['name'], p['containerPort']]));
     expect(ports).toEqual({ proxy: portOf(flags['listen']), admin: portOf(flags['admin']) });

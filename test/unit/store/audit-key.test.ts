@@ -124,12 +124,24 @@ describe('chooseAuditKey', () => {
     expect(missing.message).toContain(join(tmp, 'none.key'));
   });
 
-  it('refuses a signer key file its group can read', async () => {
-    const path = await keyFile(tmp, 'audit.key', `${generateNoteKey('a').signerKey}\n`, 0o640);
-    const err = await refusal(chooseAuditKey({ keyFile: path, storeUrl: POSTGRES, create: true }));
-    expect(err.code).toBe('EG_ERR_CONFIG_INVALID');
-    expect(err.message).toContain(path);
-    expect(err.message).toContain('chmod 600');
+  it('reads a signer key file its group can read (a Secret mounted with an fsGroup: 0440)', async () => {
+    const { signerKey, verifierKey } = generateNoteKey('a');
+    for (const mode of [0o440, 0o640]) {
+      const path = await keyFile(tmp, `audit-${mode.toString(8)}.key`, `${signerKey}\n`, mode);
+      const key = await chooseAuditKey({ keyFile: path, storeUrl: POSTGRES, create: true });
+      expect(key).toMatchObject({ source: 'file', path });
+      expect(key.signer?.verifierKey).toBe(verifierKey);
+    }
+  });
+
+  it('refuses a signer key file other users can read', async () => {
+    for (const mode of [0o444, 0o604]) {
+      const path = await keyFile(tmp, 'audit.key', `${generateNoteKey('a').signerKey}\n`, mode);
+      const err = await refusal(chooseAuditKey({ keyFile: path, storeUrl: POSTGRES, create: true }));
+      expect(err.code).toBe('EG_ERR_CONFIG_INVALID');
+      expect(err.message).toContain(path);
+      expect(err.message).toContain('chmod 640');
+    }
   });
 });
 
@@ -148,6 +160,9 @@ describe('readVerifierKey', () => {
     expect((await readVerifierKey(pub)).verifierKey).toBe(verifierKey);
     const secret = await keyFile(tmp, 'audit.key', `${signerKey}\n`, 0o600);
     expect((await readVerifierKey(secret)).verifierKey).toBe(verifierKey);
+    // The mounted Secret the gate reads (0440 with an fsGroup) verifies too.
+    const mounted = await keyFile(tmp, 'mounted.key', `${signerKey}\n`, 0o440);
+    expect((await readVerifierKey(mounted)).verifierKey).toBe(verifierKey);
   });
 
   it('refuses a signer key file others can read, a malformed key and a missing file, naming the file', async () => {
