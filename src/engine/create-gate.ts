@@ -3,6 +3,7 @@ import { EffectgateError } from '../errors.js';
 import { loadPolicies, type PolicySet } from '../policy/index.js';
 import {
   DEFAULT_STORE_URL,
+  EventProjector,
   embeddedStoreDir,
   GATE_MODES,
   type GateMode,
@@ -239,6 +240,14 @@ export async function createGate(options: CreateGateOptions): Promise<Gate> {
     }).catch(async (err: unknown) => {
       await gate.close().catch(() => undefined);
       throw err;
+    });
+    // The decisions are projected from the events off the hot path (store/event-projector.ts).
+    const projector = new EventProjector({ store, logger });
+    projector.start();
+    lifecycle.onClose(async () => {
+      await projector.stop();
+      // What the last calls decided is projected before the store closes (readers would anyway).
+      await projector.project().catch(() => undefined);
     });
     // Before the store socket's hook: hooks run in order, after the drain, before the store closes.
     if (stopSealer !== null) lifecycle.onClose(stopSealer);

@@ -39,6 +39,12 @@ export {
 } from './audit-sealer.js';
 export { type CheckpointNote, checkpointOrigin, readCheckpointNote } from './checkpoint-note.js';
 export {
+  EventProjector,
+  type EventProjectorOptions,
+  type ProjectorLogger,
+  type ProjectorStore,
+} from './event-projector.js';
+export {
   keyFileBesideStore,
   readKeyFile,
   type StoreKeyFile,

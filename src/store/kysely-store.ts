@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { EffectgateError, StoreError } from '../errors.js';
 import * as auditLog from './audit-log-sql.js';
 import type { RoundTripCounter } from './counting-dialect.js';
+import * as projection from './event-projection-sql.js';
 import type { GroupCommit } from './group-commit.js';
 import { decideAnswer, type OutcomeAnswer, outcomeAnswer } from './hot-answers.js';
 import { migrateStore } from './migrate-store.js';
@@ -41,6 +42,7 @@ import type {
   OperationRecord,
   OperationState,
   OutcomeInput,
+  ProjectionRound,
   RecoveredAttempt,
   RecoverInput,
   RunRecord,
@@ -162,6 +164,7 @@ export class KyselyStore implements Store {
   countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>> {
     return this.#guard('countDuplicates', async () => {
       if (operationIds.length === 0) return {};
+      await projection.catchUp(this.#db);
       // decisions_operation_idx (operation_id, created_at) answers it, one index range per id.
       const rows = await this.#db
         .selectFrom('decisions')
@@ -496,6 +499,7 @@ export class KyselyStore implements Store {
 
   getDecision(id: string): Promise<DecisionRecord | null> {
     return this.#guard('getDecision', async () => {
+      await projection.catchUp(this.#db);
       const row = await this.#decisions().where('d.id', '=', id).executeTakeFirst();
       return row ? toDecision(row) : null;
     });
@@ -506,6 +510,7 @@ export class KyselyStore implements Store {
     readonly operationId?: string;
   }): Promise<DecisionRecord[]> {
     return this.#guard('listDecisions', async () => {
+      await projection.catchUp(this.#db);
       let query = this.#decisions();
       if (filter.runId !== undefined) query = query.where('d.run_id', '=', filter.runId);
       if (filter.operationId !== undefined) query = query.where('d.operation_id', '=', filter.operationId);
@@ -516,6 +521,7 @@ export class KyselyStore implements Store {
 
   countShadowVerdicts(filter?: { readonly since?: string }): Promise<readonly ShadowVerdictCount[]> {
     return this.#guard('countShadowVerdicts', async () => {
+      await projection.catchUp(this.#db);
       // The predicate of decisions_would_idx (migration 0010), so only shadow rows are read.
       let query = this.#db
         .selectFrom('decisions')
@@ -593,8 +599,20 @@ export class KyselyStore implements Store {
     });
   }
 
+  projectEvents(options?: { readonly perChain?: number; readonly wait?: boolean }): Promise<ProjectionRound> {
+    return this.#guard('projectEvents', () =>
+      projection.projectEvents(
+        this.#db,
+        options?.perChain ?? projection.PROJECTION_PER_CHAIN,
+        options?.wait ?? false,
+      ),
+    );
+  }
+
   retentionCuts(before: string): Promise<ChainCut[]> {
     return this.#guard('retentionCuts', async () => {
+      // Retention never removes an event not projected yet (eg_prune_cut): catch up so it can cut.
+      await projection.catchUp(this.#db);
       const { rows } = await chainChecked(
         'eg_prune_cut',
         sql<{

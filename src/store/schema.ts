@@ -191,6 +191,12 @@ export interface ChainHeadTable {
   base_hash: Generated<string>;
 }
 
+/** Per chain, the last seq eg_project has read (migration 0019): decisions are projected up to it. */
+export interface EventProjectionTable {
+  chain: number;
+  seq: BigIntColumn;
+}
+
 export interface ObservationsTable {
   id: string;
   operation_id: string;
@@ -283,4 +289,5 @@ export interface Database {
   gate_instances: GateInstancesTable;
   settings: SettingsTable;
   audit_checkpoints: AuditCheckpointsTable;
+  event_projection: EventProjectionTable;
 }

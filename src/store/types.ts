@@ -813,6 +813,16 @@ export interface EventRange {
 }
 
 /** Events no checkpoint covers yet. */
+/** What one projection round did (Store.projectEvents). */
+export interface ProjectionRound {
+  /** Events read (of every type; decisions among them were projected). */
+  readonly events: number;
+  /** A chain had more events than the round took: call again. */
+  readonly more: boolean;
+  /** Another process was projecting; this round did nothing. */
+  readonly busy: boolean;
+}
+
 export interface UnsealedEvents {
   readonly count: number;
   /** When the oldest of them was recorded (ISO); null when there is none. */
@@ -988,6 +998,13 @@ export interface Store {
    * removed. `EG_ERR_AUDIT_CHAIN_BROKEN` when the chain is no longer where the cut says.
    */
   pruneChain(cut: ChainCut): Promise<number>;
+  /**
+   * Projects committed events onto the tables made from them (the decisions; migration 0019), at
+   * most `perChain` events of each chain. `wait` false (the background projector): a round
+   * another process is running is skipped (`busy`), not waited for. Readers of decisions catch up
+   * by themselves; this is what keeps them from having much to do.
+   */
+  projectEvents(options?: { readonly perChain?: number; readonly wait?: boolean }): Promise<ProjectionRound>;
   /** The sealed log's identity (settings.audit_log_id): the origin of its checkpoints names it. */
   auditLogId(): Promise<string>;
   /** The events of the given ranges, in (chain, seq) order: what the sealer folds in. */

@@ -33,6 +33,7 @@ import type {
   OperationRecord,
   OperationState,
   OutcomeInput,
+  ProjectionRound,
   RecoveredAttempt,
   RecoverInput,
   RunRecord,
@@ -287,6 +288,10 @@ class TestStoreHandle implements TestStore {
 
   appendCheckpoint(after: number | null, checkpoint: CheckpointRecord): Promise<boolean> {
     return this.#inner.appendCheckpoint(after, checkpoint);
+  }
+
+  projectEvents(options?: { readonly perChain?: number; readonly wait?: boolean }): Promise<ProjectionRound> {
+    return this.#inner.projectEvents(options);
   }
 
   unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents> {

@@ -18,6 +18,8 @@ declare
 begin
   if v_action = 'create' then
     if jsonb_typeof(v_scope) is distinct from 'object' then
+      -- The run's decisions are a projection: bring it up to date first (eg_project.sql).
+      perform eg_project(100000, true);
       select count(*), min(jsonb_build_object('tenant', tenant, 'area', area, 'agent', agent)::text)::jsonb
         into v_scopes, v_scope
         from (select distinct tenant, area, agent from decisions where run_id = p ->> 'runId') s;

@@ -10,7 +10,8 @@
 -- so the other chains keep going). The events table's trigger lets a DELETE through only for an
 -- event at or below its chain's base with eg.pruning on: the base is moved first. Once the log is
 -- sealed, a cut past the chain's seq in the latest checkpoint is refused too (EG422): an event no
--- checkpoint covers is never removed (eg_prune_cut never offers one).
+-- checkpoint covers is never removed (eg_prune_cut never offers one), and so is one past what the
+-- projection has read (migration 0019): its decision would be lost.
 create or replace function eg_prune(p_cut text) returns json language plpgsql as $$
   declare
     c jsonb := p_cut::jsonb;
@@ -30,6 +31,10 @@ create or replace function eg_prune(p_cut text) returns json language plpgsql as
     if exists (select 1 from audit_checkpoints) and v_cut > coalesce((select (heads ->> v_chain::text)::bigint
         from audit_checkpoints order by size desc limit 1), 0) then
       raise exception 'effectgate: event % of chain % is not sealed yet: prune refused', v_cut, v_chain
+        using errcode = 'EG422';
+    end if;
+    if v_cut > coalesce((select seq from event_projection where chain = v_chain), v_head.base_seq) then
+      raise exception 'effectgate: event % of chain % is not projected yet: prune refused', v_cut, v_chain
         using errcode = 'EG422';
     end if;
     if v_cut = v_head.base_seq then

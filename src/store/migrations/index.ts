@@ -16,6 +16,7 @@ import { migration0014 } from './0014-call-repeats/index.js';
 import { migration0015 } from './0015-accepted-operations/index.js';
 import { migration0017 } from './0017-attempt-key-index/index.js';
 import { migration0018 } from './0018-audit-checkpoints/index.js';
+import { migration0019 } from './0019-decision-projection/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -44,6 +45,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0015-accepted-operations': migration0015,
   '0017-attempt-key-index': migration0017,
   '0018-audit-checkpoints': migration0018,
+  '0019-decision-projection': migration0019,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -190,8 +190,9 @@ for (const target of storeTargets()) {
         await scratch.query(`delete from kysely_migration where name = '0011-approval-fingerprints'`);
         // Nor the migrations after it, which run again: 0012, 0013 and 0014 add columns (dropped here),
         // 0015 redefines two checks (it runs again as it is), 0017 indexes a column of 0013 (the
-        // index goes with the dropped column), 0018 makes the checkpoints table (dropped here). A
-        // later one must be undone here too when it cannot run twice.
+        // index goes with the dropped column), 0018 makes the checkpoints table and 0019 the
+        // projection's (both dropped here). A later one must be undone here too when it cannot run
+        // twice.
         await scratch.query('alter table attempts drop column outcome_rule, drop column error_code');
         await scratch.query(
           'alter table attempts drop column idempotency_key, drop column agent_idempotency_key, drop column gate_idempotency_key',
@@ -202,6 +203,7 @@ for (const target of storeTargets()) {
         await scratch.query('drop table audit_checkpoints');
         await scratch.query('drop function eg_audit_checkpoints_append_only');
         await scratch.query(`delete from settings where name = 'audit_log_id'`);
+        await scratch.query('drop table event_projection');
         await scratch.query(`delete from kysely_migration where name > '0011-approval-fingerprints'`);
         // Functions made anew on the old schema's successor, not cached plans of the dropped column.
         await scratch.query(`delete from settings where name = '${CHECKSUM_SETTING}'`);

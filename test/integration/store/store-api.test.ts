@@ -92,7 +92,8 @@ for (const target of storeTargets()) {
       expectVerdict(none, 'allow');
       const before = store.stats.roundTrips;
       const counts = await store.countDuplicates([done.operationId, none.operationId, 'no-such-operation']);
-      expect(store.stats.roundTrips - before).toBe(1);
+      // The projection's catch-up (store/event-projection-sql.ts) and one read, however many ids.
+      expect(store.stats.roundTrips - before).toBe(2);
       // Only operations that absorbed a duplicate are named; the allow of `none` is not one.
       expect(counts).toEqual({ [done.operationId]: 2 });
       expect(await store.countDuplicates([])).toEqual({});

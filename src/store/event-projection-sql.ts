@@ -1,0 +1,47 @@
+import { type Kysely, sql } from 'kysely';
+import type { Database } from './schema.js';
+import type { ProjectionRound } from './types.js';
+
+/*
+ * The projection's statements (KyselyStore delegates to these): eg_project folds committed events
+ * onto the tables made from them (today `decisions`; migration 0019). The gate's projector calls it
+ * in the background; every reader of a projected table catches up first, so what it reads holds
+ * every fact committed before it asked. Neither is on the hot path.
+ */
+
+/** Events per chain one round takes: a round stays well under a second on either store. */
+export const PROJECTION_PER_CHAIN = 500;
+/** Rounds a catching-up reader runs at most: 64 chains × 500 × 40 = 1.28M events behind. */
+const CATCH_UP_ROUNDS = 40;
+
+export async function projectEvents(
+  db: Kysely<Database>,
+  perChain: number,
+  wait: boolean,
+): Promise<ProjectionRound> {
+  const { rows } = await sql<{
+    result: string | { events: number; more: boolean; busy: boolean };
+  }>`select eg_project(${perChain}::int, ${wait}::boolean) as result`.execute(db);
+  const raw = rows[0]?.result;
+  const r = typeof raw === 'string' ? (JSON.parse(raw) as typeof raw & object) : raw;
+  return Object.freeze({
+    events: Number(r?.events ?? 0),
+    more: r?.more === true,
+    busy: r?.busy === true,
+  });
+}
+
+/**
+ * Brings the projection up to date before a read: waits for a round another process runs, then
+ * projects what is left. Bounded: a projection too far behind to finish here throws rather than
+ * answering from a table that misses facts.
+ */
+export async function catchUp(db: Kysely<Database>): Promise<void> {
+  for (let round = 0; round < CATCH_UP_ROUNDS; round++) {
+    const r = await projectEvents(db, PROJECTION_PER_CHAIN, true);
+    if (!r.more) return;
+  }
+  throw new Error(
+    `the projection is more than ${CATCH_UP_ROUNDS} rounds behind the events; is the gate's projector running?`,
+  );
+}
