@@ -502,7 +502,7 @@ async function main(): Promise<void> {
   console.log('');
   console.log(formatRoundTrips(roundTrips, calls));
   console.log(formatRatios(rows, roundTrips, calls));
-  const checks = evaluateTargets(rows, roundTrips);
+  const checks = evaluateTargets(rows);
   console.log(formatChecks(checks));
   for (const n of notes) console.log(`note: ${n}`);
   const loadAtEnd = loadavg();
