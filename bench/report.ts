@@ -242,72 +242,45 @@ function floorRatios(rows: readonly BenchRow[]): string[] {
   return lines;
 }
 
-export function evaluateTargets(rows: readonly BenchRow[], rt: RoundTrips): Check[] {
+/**
+ * The goals. Throughput, latency and CPU are measured against figures of the same run (the floor
+ * prototype, squid, the bare undici hop, the bare dispatch), so that a slower or busier machine
+ * moves both sides alike. Two are absolute: WAL per allow (bytes do not move with the machine's
+ * speed) and PGlite's throughput (no reference runs next to it).
+ */
+export function evaluateTargets(rows: readonly BenchRow[]): Check[] {
   const checks: Check[] = [];
-  const atLeast = (what: string, row: BenchRow | null, min: number): void => {
-    checks.push({
-      what,
-      figure: row ? `${fmtRps(row.rps)} req/s` : 'skipped',
-      target: `>= ${fmtRps(min)} req/s`,
-      met: row ? row.rps >= min && row.errors === 0 : null,
-      disturbedBy: disturbance(row),
-    });
-  };
-  const latency = (what: string, row: BenchRow | null, bound: number | null, label: string): void => {
-    checks.push({
-      what,
-      figure: row ? `${fmt(row.p50Ms, 3)} ms p50` : 'skipped',
-      target: bound === null ? label : `<= ${fmt(bound, 3)} ms (${label})`,
-      met: row && bound !== null ? row.p50Ms <= bound && row.errors === 0 : null,
-      disturbedBy: disturbance(row),
-    });
-  };
-  atLeast('ungoverned @32', find(rows, 'ungoverned', 'none', 32), 16_000);
-  referenceTargets(rows, checks);
-  const u1 = find(rows, 'ungoverned', 'none', 1);
-  const pg = rt.postgres;
-  const hop = u1?.p50Ms ?? null;
-  const allowBound = hop !== null && pg !== null ? 1.15 * (hop + 2 * pg.p50Ms) : null;
-  latency(
-    'governed allow postgres @1',
-    find(rows, 'allow', 'postgres', 1),
-    allowBound,
-    '1.15 x (proxy hop + 2 round trips); spec ~0.9 ms',
-  );
-  latency('governed allow postgres @1 (absolute)', find(rows, 'allow', 'postgres', 1), 0.9, 'spec figure');
-  atLeast('governed allow postgres @32', find(rows, 'allow', 'postgres', 32), 3_400);
-  const dupBound = hop !== null && pg !== null ? 1.15 * (hop + pg.p50Ms) : null;
-  latency(
-    'governed duplicate postgres @1',
-    find(rows, 'duplicate', 'postgres', 1),
-    dupBound,
-    '1.15 x (proxy hop + 1 round trip); spec ~0.55 ms',
-  );
-  latency(
-    'governed duplicate postgres @1 (absolute)',
-    find(rows, 'duplicate', 'postgres', 1),
-    0.55,
-    'spec figure',
-  );
-  const bare = rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith('bare next dispatch'));
-  const gated = rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith('gateInterceptor'));
-  const overheadUs = bare && gated ? (gated.meanMs - bare.meanMs) * 1000 : null;
-  checks.push({
-    what: 'gateInterceptor, ungoverned (alone)',
-    figure: overheadUs === null ? 'skipped' : `${fmt(overheadUs, 3)} µs/req`,
-    target: '<= 2 µs per request (a no-op undici interceptor: 1.2 µs)',
-    met: overheadUs === null ? null : overheadUs <= 2,
-    disturbedBy: disturbance(gated ?? null),
-  });
-  atLeast('intercept-nomatch keep-alive @32', find(rows, 'intercept-nomatch', 'none', 32), 4_200);
-  atLeast('connect-tunnel keep-alive @32', find(rows, 'connect-tunnel', 'none', 32), 15_800);
   floorTargets(rows, checks);
-  atLeast('governed allow pglite @32', find(rows, 'allow', 'pglite', 32), 1_500);
-  atLeast('governed duplicate pglite @32', find(rows, 'duplicate', 'pglite', 32), 1_500);
+  const pglite = find(rows, 'allow', 'pglite', 32);
+  checks.push({
+    what: 'governed allow pglite @32',
+    figure: pglite ? `${fmtRps(pglite.rps)} req/s` : 'skipped',
+    target: `>= ${fmtRps(1_500)} req/s`,
+    met: pglite ? pglite.rps >= 1_500 && pglite.errors === 0 : null,
+    disturbedBy: disturbance(pglite),
+  });
+  referenceTargets(rows, checks);
+  const alone = (label: string): BenchRow | null =>
+    rows.find((r) => r.kind === 'interceptor-alone' && r.label?.endsWith(label)) ?? null;
+  const bare = alone('bare next dispatch');
+  const noop = alone('noop interceptor');
+  const gated = alone('gateInterceptor');
+  const overheadUs = bare && gated ? (gated.meanMs - bare.meanMs) * 1000 : null;
+  const noopUs = bare && noop ? (noop.meanMs - bare.meanMs) * 1000 : null;
+  checks.push({
+    what: 'gateInterceptor over bare dispatch, ungoverned (alone)',
+    figure: overheadUs === null ? 'skipped' : `${fmt(overheadUs, 3)} µs/req`,
+    target: `<= 2 µs per request${noopUs === null ? '' : ` (a no-op undici interceptor: ${fmt(noopUs, 3)} µs)`}`,
+    met: overheadUs === null ? null : overheadUs <= 2,
+    disturbedBy: disturbance(gated),
+  });
   return checks;
 }
 
-/** Issue 12's "done when", against the floor prototype measured in the same run. */
+/** WAL PostgreSQL may write per governed allow (the cluster's pg_stat_wal, per measured request). */
+const WAL_PER_ALLOW_BYTES = 2048;
+
+/** The governed PostgreSQL path against the floor prototype (floor-proxy.ts) measured in the same run. */
 function floorTargets(rows: readonly BenchRow[], checks: Check[]): void {
   const ratio = (
     what: string,
@@ -337,20 +310,28 @@ function floorTargets(rows: readonly BenchRow[], checks: Check[]): void {
   const a1 = find(rows, 'allow', 'postgres', 1);
   const a32 = find(rows, 'allow', 'postgres', 32);
   const d32 = find(rows, 'duplicate', 'postgres', 32);
-  ratio('allow postgres @32 / floor, req/s', a32, f32, (r) => r.rps, 0.87, false, 'req/s');
-  ratio('allow postgres @1 / floor, p50', a1, f1, (r) => r.p50Ms, 1.15, true, 'ms');
+  ratio('allow postgres @32 / floor, req/s', a32, f32, (r) => r.rps, 0.7, false, 'req/s');
+  ratio('allow postgres @1 / floor, p50', a1, f1, (r) => r.p50Ms, 1.4, true, 'ms');
   ratio('duplicate postgres @32 / floor allow, req/s', d32, f32, (r) => r.rps, 1.0, false, 'req/s');
   ratio(
-    'allow postgres @32 / floor, PostgreSQL CPU per request',
+    'allow postgres @32 / floor, PostgreSQL CPU per allow',
     a32,
     f32,
     (r) => r.perRequest?.postgresCpuUs ?? null,
-    2.0,
+    1.5,
     true,
     'µs',
   );
+  const wal = a32?.perRequest?.walBytes ?? null;
+  checks.push({
+    what: 'allow postgres @32, WAL per allow',
+    figure: wal === null ? 'skipped' : `${fmtRps(wal)} B`,
+    target: `<= ${fmtRps(WAL_PER_ALLOW_BYTES)} B (2 KB)`,
+    met: wal === null ? null : wal <= WAL_PER_ALLOW_BYTES && a32!.errors === 0,
+    disturbedBy: disturbance(a32),
+  });
   ratio(
-    'allow postgres @32 / floor, proxy CPU per request',
+    'allow postgres @32 / floor, proxy CPU per allow',
     a32,
     f32,
     (r) => r.perRequest?.proxyCpuUs ?? null,

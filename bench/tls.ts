@@ -1,7 +1,8 @@
 /**
  * TLS material for the HTTPS scenarios, all in one temporary directory removed at the end:
- * a self-signed certificate for the HTTPS upstream (SAN 127.0.0.1 and localhost, ECDSA P-256, made
- * with openssl) and the gate's CA (`node bin/effectgate.js ca init --dir <tmp>/ca`).
+ * a self-signed certificate for the HTTPS upstream (SAN 127.0.0.1, where the bench tool intercepts,
+ * and 127.0.0.2, the tunnel's destination that no tool names; ECDSA P-256, made with openssl) and
+ * the gate's CA (`node bin/effectgate.js ca init --dir <tmp>/ca`).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -48,7 +49,7 @@ export async function makeBenchTls(bin: string): Promise<BenchTls> {
       '-subj',
       '/CN=127.0.0.1',
       '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      'subjectAltName=IP:127.0.0.1,IP:127.0.0.2',
     ]);
     const caDir = join(dir, 'ca');
     run(process.execPath, [bin, 'ca', 'init', '--dir', caDir]);
