@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { BACKGROUND_STATEMENT } from './counting-dialect.js';
 import type { Database } from './schema.js';
 import type { ProjectionRound } from './types.js';
 
@@ -21,7 +22,9 @@ export async function projectEvents(
 ): Promise<ProjectionRound> {
   const { rows } = await sql<{
     result: string | { events: number; more: boolean; busy: boolean };
-  }>`select eg_project(${perChain}::int, ${wait}::boolean) as result`.execute(db);
+  }>`select eg_project(${perChain}::int, ${wait}::boolean) as result ${sql.raw(wait ? '' : BACKGROUND_STATEMENT)}`.execute(
+    db,
+  );
   const raw = rows[0]?.result;
   const r = typeof raw === 'string' ? (JSON.parse(raw) as typeof raw & object) : raw;
   return Object.freeze({

@@ -95,7 +95,11 @@ export class KyselyStore implements Store {
   }
 
   get stats(): StoreStats {
-    return { roundTrips: this.#counter.count, groupCommit: this.#hot.stats() };
+    return {
+      roundTrips: this.#counter.count,
+      backgroundRoundTrips: this.#counter.background,
+      groupCommit: this.#hot.stats(),
+    };
   }
 
   /** The underlying kysely instance, for maintenance commands and tests; not part of `Store`. */

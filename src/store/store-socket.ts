@@ -226,7 +226,7 @@ export function connectStoreSocket(dir: string): Store {
     kind: 'pglite',
     // The gate's key files are not for its socket's callers: none of the served calls needs them.
     dir: null,
-    stats: { roundTrips: 0 },
+    stats: { roundTrips: 0, backgroundRoundTrips: 0 },
     close: async () => undefined,
   };
   for (const method of SERVED) remote[method] = (...args: unknown[]) => call(method, args);

@@ -835,6 +835,8 @@ export interface StoreStats {
    * that went in a group-commit batch counts the one round trip it took part in).
    */
   readonly roundTrips: number;
+  /** Round trips of background work (the projector's rounds), not in `roundTrips`. */
+  readonly backgroundRoundTrips: number;
   /** What group commit did with the hot path's calls (group-commit.ts). */
   readonly groupCommit: GroupCommitStats;
 }

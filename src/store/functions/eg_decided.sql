@@ -1,5 +1,6 @@
 -- Records the decision as its one event (last: it takes the head row lock); the `decisions` row
--- is projected from it off the hot path (eg_project.sql). p_owner is the
+-- is projected from it off the hot path (eg_project.sql), dated decidedAt: the transaction's time,
+-- as the operation and attempt rows it opens are, so a timeline orders them as they happened. p_owner is the
 -- operation the event belongs to (see README.md, events.operation_id); p_facts are the verdict's
 -- own facts. Shadow mode (p.mode, migration 0010): every verdict but allow is recorded as
 -- would_<verdict>, here and only here, so the steps that compute a verdict are the same in both
@@ -12,6 +13,7 @@ create or replace function eg_decided(p jsonb, p_input text, p_verdict text, p_r
     end if;
     perform eg_append_event(coalesce(p_owner, p ->> 'decisionId'), 'decision.' || p_verdict, p_owner,
       '{"input":' || p_input || ',"decision":' || json_build_object('verdict', p_verdict, 'reason', p_reason,
-        'operationId', p_operation_id, 'attemptId', p_attempt_id, 'keyHash', p_key_hash)::text ||
+        'operationId', p_operation_id, 'attemptId', p_attempt_id, 'keyHash', p_key_hash,
+        'decidedAt', now())::text ||
       ',"facts":' || p_facts::text || '}');
   end $$;

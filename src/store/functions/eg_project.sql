@@ -37,7 +37,8 @@ set enable_seqscan = off as $$
         d.p -> 'input' ->> 'toolId', d.p -> 'decision' ->> 'verdict', d.p -> 'decision' ->> 'reason',
         d.p -> 'decision' ->> 'operationId', d.p -> 'decision' ->> 'attemptId', d.p -> 'decision' ->> 'keyHash',
         d.p -> 'input' -> 'scope' ->> 'tenant', d.p -> 'input' -> 'scope' ->> 'area',
-        d.p -> 'input' -> 'scope' ->> 'agent', coalesce(d.p -> 'input' ->> 'explain', ''), d.recorded_at
+        d.p -> 'input' -> 'scope' ->> 'agent', coalesce(d.p -> 'input' ->> 'explain', ''),
+        coalesce((d.p -> 'decision' ->> 'decidedAt')::timestamptz, d.recorded_at)
       from (select payload::jsonb as p, recorded_at from taken where type like 'decision.%') d
       on conflict (id) do nothing
     ), moved as (

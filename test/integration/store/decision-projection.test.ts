@@ -24,7 +24,9 @@ for (const target of storeTargets()) {
     });
 
     const rows = async (where: string): Promise<number> =>
-      Number((await store.query<{ n: number }>(`select count(*)::int as n from decisions where ${where}`))[0]?.n);
+      Number(
+        (await store.query<{ n: number }>(`select count(*)::int as n from decisions where ${where}`))[0]?.n,
+      );
 
     /** Decision events whose decision has no row, and rows with more than one: both must be 0. */
     const mismatches = async (): Promise<{ missing: number; twice: number; events: number }> => {
@@ -110,7 +112,9 @@ for (const target of storeTargets()) {
         `insert into decisions (id, run_id, tool_id, verdict, tenant, area, agent, explain)
          values ('${input.decisionId}', '${input.runId}', '${input.toolId}', 'allow', 'acme', 'support', 'triage-bot', 'written by the previous version')`,
       );
-      expect(await store.getDecision(input.decisionId)).toMatchObject({ explain: 'written by the previous version' });
+      expect(await store.getDecision(input.decisionId)).toMatchObject({
+        explain: 'written by the previous version',
+      });
       expect(await rows(`id = '${input.decisionId}'`)).toBe(1);
     });
 
@@ -139,9 +143,11 @@ for (const target of storeTargets()) {
       // Caught up again (re-reading is harmless: rows already there stay), retention may cut.
       await store.projectEvents({ wait: true, perChain: 1_000_000 });
       expect(await mismatches()).toMatchObject({ missing: 0, twice: 0 });
-      expect((await store.retentionCuts(new Date(Date.now() + 86_400_000).toISOString())).some((c) => c.cutSeq > 0)).toBe(
-        true,
-      );
+      expect(
+        (await store.retentionCuts(new Date(Date.now() + 86_400_000).toISOString())).some(
+          (c) => c.cutSeq > 0,
+        ),
+      ).toBe(true);
     });
 
     it('an upgraded store starts projecting at its chains’ heads, so its past decisions are not made twice', async () => {

@@ -19,7 +19,11 @@ type Counts = Partial<Record<OperationState, number>>;
 function countingStore(answer: () => Promise<Counts>): PrometheusMetricsOptions['store'] & { calls: number } {
   const store = {
     calls: 0,
-    stats: { roundTrips: 0, groupCommit: { batches: 0, batchedCalls: 0, fallbacks: 0 } },
+    stats: {
+      roundTrips: 0,
+      backgroundRoundTrips: 0,
+      groupCommit: { batches: 0, batchedCalls: 0, fallbacks: 0 },
+    },
     countOperations: () => {
       store.calls += 1;
       return answer();
