@@ -105,6 +105,31 @@ try {
       if (d.verdict !== 'duplicate') throw new Error(d.verdict);
     }
   });
+  // Decisions are projected from their events off the hot path (eg_project): what that later
+  // work costs per decision, in the background projector's rounds, for everything decided above.
+  {
+    const store = await openStore({ url: db.url });
+    const pending = await admin.query<{ n: string }>(
+      `select count(*)::text as n from events e join event_projection f on f.chain = e.chain and e.seq > f.seq
+       where e.type like 'decision.%'`,
+    );
+    const decisions = Number(pending.rows[0]!.n);
+    await new Promise((r) => setTimeout(r, 500));
+    const [b0, r0] = await wal();
+    const cpu0 = cpuSnapshot();
+    let rounds = 0;
+    for (let more = true; more && rounds < 10_000; rounds++) {
+      more = (await store.projectEvents({ wait: false })).more;
+    }
+    const used = cpuUse(cpu0, cpuSnapshot());
+    await store.close();
+    await new Promise((r) => setTimeout(r, 500));
+    const [b1, r1] = await wal();
+    const pgUs = used === null ? Number.NaN : (used.postgresCores * used.seconds * 1e6) / decisions;
+    console.log(
+      `${decisions} decisions projected off the hot path in ${rounds} rounds: PostgreSQL CPU ${pgUs.toFixed(0)} µs, WAL ${((b1 - b0) / decisions).toFixed(0)} B, ${((r1 - r0) / decisions).toFixed(1)} records each (cluster-wide)`,
+    );
+  }
 } finally {
   await admin.end();
   await db.drop();

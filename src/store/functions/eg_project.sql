@@ -12,7 +12,7 @@
 -- frontier, in seq order" never skips an event that commits later. A row already there (a
 -- decision a previous version's gate wrote as a row too) is left as it is.
 create or replace function eg_project(p_per_chain int, p_wait boolean) returns json language plpgsql
-set enable_seqscan = off as $$
+set enable_seqscan = off set jit = off as $$
   declare
     v_events int;
     v_more boolean;
@@ -23,23 +23,27 @@ set enable_seqscan = off as $$
       return json_build_object('events', 0, 'more', false, 'busy', true);
     end if;
     with taken as (
-      select e.chain, e.seq, e.type, e.payload, e.recorded_at
+      select e.chain, e.seq, e.type
       from event_projection f
       cross join lateral (
-        select chain, seq, type, payload, recorded_at from events
+        select chain, seq, type from events
         where events.chain = f.chain and events.seq > f.seq
         order by events.seq limit p_per_chain
       ) e
+    ), parsed as materialized (
+      -- Materialized: each payload is parsed once, not once per field read from it.
+      select x.p -> 'input' as i, x.p -> 'decision' as d, x.recorded_at
+      from (select e.payload::jsonb as p, e.recorded_at
+            from taken t join events e on e.chain = t.chain and e.seq = t.seq
+            where t.type like 'decision.%' offset 0) x
     ), decided as (
       insert into decisions (id, run_id, step, tool_id, verdict, reason, operation_id, attempt_id, key_hash,
         tenant, area, agent, explain, created_at)
-      select d.p -> 'input' ->> 'decisionId', d.p -> 'input' ->> 'runId', d.p -> 'input' ->> 'step',
-        d.p -> 'input' ->> 'toolId', d.p -> 'decision' ->> 'verdict', d.p -> 'decision' ->> 'reason',
-        d.p -> 'decision' ->> 'operationId', d.p -> 'decision' ->> 'attemptId', d.p -> 'decision' ->> 'keyHash',
-        d.p -> 'input' -> 'scope' ->> 'tenant', d.p -> 'input' -> 'scope' ->> 'area',
-        d.p -> 'input' -> 'scope' ->> 'agent', coalesce(d.p -> 'input' ->> 'explain', ''),
-        coalesce((d.p -> 'decision' ->> 'decidedAt')::timestamptz, d.recorded_at)
-      from (select payload::jsonb as p, recorded_at from taken where type like 'decision.%') d
+      select i ->> 'decisionId', i ->> 'runId', i ->> 'step', i ->> 'toolId', d ->> 'verdict', d ->> 'reason',
+        d ->> 'operationId', d ->> 'attemptId', d ->> 'keyHash', i -> 'scope' ->> 'tenant', i -> 'scope' ->> 'area',
+        i -> 'scope' ->> 'agent', coalesce(i ->> 'explain', ''),
+        coalesce((d ->> 'decidedAt')::timestamptz, recorded_at)
+      from parsed
       on conflict (id) do nothing
     ), moved as (
       update event_projection f set seq = m.seq
