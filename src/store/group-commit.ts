@@ -10,32 +10,32 @@ import type { GroupCommitStats } from './types.js';
  */
 export type HotCall = (fn: StoreFunction, input: unknown) => Promise<unknown>;
 
-/** How many calls of one function may be in flight, and how many one batch may carry. */
+/** How many hot-path round trips may be in flight, and how many calls one batch may carry. */
 export interface GroupCommitLimits {
-  /** Round trips of one function in flight at once; a call beyond that waits and is batched. */
+  /** Hot-path round trips in flight at once; a call beyond that waits and is batched. */
   readonly maxInFlight: number;
   /** Calls in one `eg_batch` (PostgreSQL keeps the subtransaction-free batch short). */
   readonly maxBatch: number;
 }
 
 /**
- * PostgreSQL: 4 round trips per function in flight (a quarter of the pool), up to 16 calls each.
+ * PostgreSQL: 4 round trips in flight (a quarter of the pool), up to 16 calls each.
  * Measured on 2 cores (bench/README.md, "Group commit"): a batch of 8 costs PostgreSQL about a third
  * less CPU per allow than 8 calls alone (one statement, one commit, one WAL flush, one wake-up).
  */
 export const POSTGRES_GROUP_COMMIT: GroupCommitLimits = Object.freeze({ maxInFlight: 4, maxBatch: 16 });
 
-/** PGlite runs one statement at a time anyway: one round trip per function in flight. */
+/** PGlite runs one statement at a time anyway: one round trip in flight. */
 export const PGLITE_GROUP_COMMIT: GroupCommitLimits = Object.freeze({ maxInFlight: 1, maxBatch: 16 });
 
 interface Waiting {
+  readonly fn: StoreFunction;
   readonly input: string;
   readonly resolve: (result: unknown) => void;
   readonly reject: (err: unknown) => void;
 }
 
 interface Lane {
-  readonly fn: StoreFunction;
   readonly queue: Waiting[];
   inFlight: number;
   scheduled: boolean;
@@ -43,10 +43,11 @@ interface Lane {
 
 /**
  * Group commit: concurrent hot-path calls of this process share round trips and
- * transactions. A call that finds fewer than `maxInFlight` calls of its function in flight goes at
- * once, alone (`select eg_decide($1)`, exactly as without group commit: c=1 pays one microtask);
- * the calls that arrive while the store is that busy queue and go together in the next free
- * round trip, as one `eg_batch` (one statement, one COMMIT for all of them).
+ * transactions. A call that finds fewer than `maxInFlight` round trips in flight goes at once,
+ * alone (`select eg_decide($1)`, exactly as without group commit: c=1 pays one microtask); the
+ * calls that arrive while the store is that busy queue and go together in the next free round
+ * trip, as one `eg_batch` (one statement, one COMMIT for all of them), proposals and outcomes
+ * alike: a gate under load pays one commit for both phases of many calls.
  *
  * The guarantee does not change: each call's result is the one it would have had alone, given only
  * after the batch committed. A batch the server refused (an error with an SQLSTATE of a statement
@@ -66,7 +67,8 @@ export function groupCommit(
   counter: RoundTripCounter,
   limits: GroupCommitLimits,
 ): GroupCommit {
-  const lanes = new Map<StoreFunction, Lane>();
+  // One lane for both functions: a batch carries proposals and outcomes together.
+  const lane: Lane = { queue: [], inFlight: 0, scheduled: false };
   let batches = 0;
   let batchedCalls = 0;
   let fallbacks = 0;
@@ -85,10 +87,10 @@ export function groupCommit(
     }
   };
 
-  const send = async (lane: Lane, calls: readonly Waiting[]): Promise<void> => {
+  const send = async (calls: readonly Waiting[]): Promise<void> => {
     if (calls.length === 1) {
       const [only] = calls as [Waiting];
-      await alone(lane.fn, only.input).then(only.resolve, only.reject);
+      await alone(only.fn, only.input).then(only.resolve, only.reject);
       return;
     }
     batches++;
@@ -96,10 +98,7 @@ export function groupCommit(
     for (let i = 0; i < calls.length; i++) counter.add();
     let results: readonly unknown[];
     try {
-      results = await sender.many(
-        lane.fn,
-        calls.map((c) => c.input),
-      );
+      results = await sender.many(calls);
     } catch (err) {
       // Not rolled back (it may have landed), or rolled back because a lock stayed taken past
       // lock_timeout (eg_decide.sql): one by one, each call would only wait for it again.
@@ -108,13 +107,13 @@ export function groupCommit(
         return;
       }
       fallbacks++;
-      await Promise.all(calls.map((c) => alone(lane.fn, c.input).then(c.resolve, c.reject)));
+      await Promise.all(calls.map((c) => alone(c.fn, c.input).then(c.resolve, c.reject)));
       return;
     }
     // One result per call, or none for any: a short answer must not shift results onto the
     // wrong calls (hot-answers.ts checks each result itself).
     try {
-      results = batchAnswers(lane.fn, results, calls.length);
+      results = batchAnswers(results, calls.length);
     } catch (err) {
       for (const c of calls) c.reject(err);
       return;
@@ -124,36 +123,30 @@ export function groupCommit(
     });
   };
 
-  const drain = (lane: Lane): void => {
+  const drain = (): void => {
     lane.scheduled = false;
     while (lane.inFlight < limits.maxInFlight && lane.queue.length > 0) {
       const calls = lane.queue.splice(0, limits.maxBatch);
       lane.inFlight++;
-      void send(lane, calls).finally(() => {
+      void send(calls).finally(() => {
         lane.inFlight--;
-        if (lane.queue.length > 0 && !lane.scheduled) drain(lane);
+        if (lane.queue.length > 0 && !lane.scheduled) drain();
       });
     }
   };
 
   const call: HotCall = (fn, input) => {
-    let lane = lanes.get(fn);
-    if (lane === undefined) {
-      lane = { fn, queue: [], inFlight: 0, scheduled: false };
-      lanes.set(fn, lane);
-    }
     const text = JSON.stringify(input);
-    const here = lane;
     return new Promise<unknown>((resolve, reject) => {
-      here.queue.push({ input: text, resolve, reject });
+      lane.queue.push({ fn, input: text, resolve, reject });
       // Idle store: the call leaves after one microtask (with any made in the same tick). Busy
       // store: it waits for the end of this turn of the event loop (setImmediate), so the calls
       // that the I/O handled in this turn leave with it. Full: the next round trip to finish
       // takes the queue.
-      if (here.inFlight < limits.maxInFlight && !here.scheduled) {
-        here.scheduled = true;
-        if (here.inFlight === 0) queueMicrotask(() => drain(here));
-        else setImmediate(() => drain(here));
+      if (lane.inFlight < limits.maxInFlight && !lane.scheduled) {
+        lane.scheduled = true;
+        if (lane.inFlight === 0) queueMicrotask(() => drain());
+        else setImmediate(() => drain());
       }
     });
   };

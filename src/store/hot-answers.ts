@@ -145,10 +145,10 @@ export function outcomeAnswer(value: unknown): OutcomeAnswer {
 }
 
 /** eg_batch's answer: one result per call, in call order; each is checked by its function's check. */
-export function batchAnswers(fn: StoreFunction, value: unknown, calls: number): readonly unknown[] {
+export function batchAnswers(value: unknown, calls: number): readonly unknown[] {
   if (!Array.isArray(value) || value.length !== calls) {
     throw new StoreAnswerError(
-      `eg_batch(${fn})`,
+      'eg_batch',
       'the answer',
       `${Array.isArray(value) ? `has ${value.length} results` : `is not an array (it ${describe(value)})`} for ${calls} calls`,
     );

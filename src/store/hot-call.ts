@@ -7,15 +7,35 @@ export const HOT_CALL_TIMEOUT_MS = 10_000;
 /** The two PL/pgSQL functions of the hot path (src/store/functions/eg_decide.sql, eg_record_outcome.sql). */
 export type StoreFunction = 'eg_decide' | 'eg_record_outcome';
 
+/** One hot-path call: its function and its input as JSON text. */
+export interface HotCallText {
+  readonly fn: StoreFunction;
+  readonly input: string;
+}
+
 /**
  * Calls a hot-path function with its input, the cheapest way the driver offers: `one` sends
- * `select <fn>(<input as JSON text>)`, `many` sends `select eg_batch(<fn>, <inputs as one JSON array>)` (several
- * calls, one round trip, one transaction, results in input order; eg_batch.sql). Both are one
- * round trip. group-commit.ts decides which one a call goes in.
+ * `select <fn>(<input as JSON text>)`, `many` sends `select eg_batch(<fns>, <inputs as one JSON array>)` (several
+ * calls, proposals and outcomes alike, one round trip, one transaction, results in input order;
+ * eg_batch.sql). Both are one round trip. group-commit.ts decides which one a call goes in.
  */
 export interface HotSender {
   one(fn: StoreFunction, input: string): Promise<unknown>;
-  many(fn: StoreFunction, inputs: readonly string[]): Promise<readonly unknown[]>;
+  many(calls: readonly HotCallText[]): Promise<readonly unknown[]>;
+}
+
+/**
+ * eg_batch's first argument: the one function every call runs (`eg_decide`), or a JSON array of
+ * each call's when they differ. Also the batch's name: `batch:eg_decide`, `batch:eg_record_outcome`
+ * or `batch:mixed`, so a relay in a fault test can tell them apart.
+ */
+export function batchFunctions(calls: readonly HotCallText[]): {
+  readonly fns: string;
+  readonly name: string;
+} {
+  const first = calls[0]?.fn ?? 'eg_decide';
+  if (calls.every((c) => c.fn === first)) return { fns: first, name: `batch:${first}` };
+  return { fns: JSON.stringify(calls.map((c) => c.fn)), name: 'batch:mixed' };
 }
 
 /**
@@ -38,9 +58,11 @@ export function preparedSender(pool: pg.Pool): HotSender {
   };
   return {
     one: (fn, input) => run(fn, `select ${fn}($1) as result`, [input]),
-    // Named per function, so a relay in a fault test can tell a batch of decides from one of outcomes.
-    many: async (fn, inputs) =>
-      (await run(`batch:${fn}`, 'select eg_batch($1, $2) as result', [fn, jsonArray(inputs)])) as unknown[],
+    many: async (calls) => {
+      const { fns, name } = batchFunctions(calls);
+      const inputs = jsonArray(calls.map((c) => c.input));
+      return (await run(name, 'select eg_batch($1, $2) as result', [fns, inputs])) as unknown[];
+    },
   };
 }
 
@@ -55,8 +77,13 @@ export function inlineSender(link: PGliteLink): HotSender {
     (await link.pipelined<{ result: unknown }>(text)).rows[0]!.result;
   return {
     one: (fn, input) => run(`select ${fn}(${textLiteral(input)}) as result`),
-    many: async (fn, inputs) =>
-      (await run(`select eg_batch('${fn}', ${textLiteral(jsonArray(inputs))}) as result`)) as unknown[],
+    many: async (calls) => {
+      const { fns } = batchFunctions(calls);
+      const inputs = jsonArray(calls.map((c) => c.input));
+      return (await run(
+        `select eg_batch(${textLiteral(fns)}, ${textLiteral(inputs)}) as result`,
+      )) as unknown[];
+    },
   };
 }
 

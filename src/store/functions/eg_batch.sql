@@ -1,11 +1,12 @@
--- Group commit: `select eg_batch('eg_decide' | 'eg_record_outcome', <inputs>)` runs
--- several hot-path calls of ONE gate process in one statement, one transaction and one round trip,
--- and answers their results as a JSON array in input order. <inputs> is a JSON array of the calls'
--- inputs, as text: json (not jsonb) keeps each element's text as sent, so every call gets, and
--- records in its event, exactly the text it would have had alone; and the client only joins the
--- texts it has, where a text[] parameter made the driver escape every quote of every input. The store sends one when calls
--- queue up behind the ones in flight (group-commit.ts); a call that finds the store idle goes
--- alone, as `select eg_decide($1)`.
+-- Group commit: `select eg_batch(<fns>, <inputs>)` runs several hot-path calls of ONE gate process
+-- in one statement, one transaction and one round trip, and answers their results as a JSON array
+-- in input order. <fns> is the function every call runs ('eg_decide' or 'eg_record_outcome'), or,
+-- when proposals and outcomes share the batch, a JSON array naming each call's, in input order.
+-- <inputs> is a JSON array of the calls' inputs, as text: json (not jsonb) keeps each element's
+-- text as sent, so every call gets, and records in its event, exactly the text it would have had
+-- alone; and the client only joins the texts it has, where a text[] parameter made the driver
+-- escape every quote of every input. The store sends one when calls queue up behind the ones in
+-- flight (group-commit.ts); a call that finds the store idle goes alone, as `select eg_decide($1)`.
 --
 -- Each call runs exactly as it would alone, in input order: a later one sees what an earlier one
 -- wrote (two proposals of one key in one batch: the first reserves it, the second is pending).
@@ -21,11 +22,18 @@ create or replace function eg_batch(p_fn text, p_inputs text) returns json langu
 set lock_timeout = '4s' as $$
   declare
     v_results json[] := '{}';
-    v_input text;
+    v_fns text[];
+    v_call record;
     v_event record;
     v_queue text;
   begin
-    if p_fn not in ('eg_decide', 'eg_record_outcome') then
+    v_fns := case when left(p_fn, 1) = '[' then array(select json_array_elements_text(p_fn::json))
+      else array_fill(p_fn, array[json_array_length(p_inputs::json)]) end;
+    if cardinality(v_fns) <> json_array_length(p_inputs::json) then
+      raise exception 'effectgate: eg_batch has % functions for % inputs', cardinality(v_fns),
+        json_array_length(p_inputs::json);
+    end if;
+    if exists (select 1 from unnest(v_fns) f where f not in ('eg_decide', 'eg_record_outcome')) then
       raise exception 'effectgate: eg_batch runs eg_decide or eg_record_outcome, not %', p_fn;
     end if;
     -- The queue: a transaction-local setting, '[' then each queued event as JSON followed by a
@@ -33,10 +41,10 @@ set lock_timeout = '4s' as $$
     -- a temp table: no DDL, no TEMP privilege needed, nothing to empty at COMMIT; a batch that
     -- fails leaves nothing behind either.
     perform set_config('eg.deferred_events', '[', true);
-    for v_input in select e.value::text from json_array_elements(p_inputs::json) with ordinality as e
-        order by e.ordinality loop
-      v_results := v_results || case p_fn when 'eg_decide' then eg_decide(v_input)
-        else eg_record_outcome(v_input) end;
+    for v_call in select e.value::text as input, e.ordinality as n
+        from json_array_elements(p_inputs::json) with ordinality as e order by e.ordinality loop
+      v_results := v_results || case v_fns[v_call.n] when 'eg_decide' then eg_decide(v_call.input)
+        else eg_record_outcome(v_call.input) end;
     end loop;
     v_queue := rtrim(current_setting('eg.deferred_events'), ',') || ']';
     perform set_config('eg.deferred_events', '', true);

@@ -92,6 +92,30 @@ for (const target of storeTargets()) {
       expect(await count(`select count(*) as n from operations where key_hash = '${key.hash}'`)).toBe(1);
     });
 
+    it('carries outcomes and proposals in one batch, in call order: an outcome confirms a key, a proposal of that key after it in the batch is a duplicate', async () => {
+      const key = newKey();
+      const first = await store.decide(reserve(newRun(), key));
+      expectVerdict(first, 'allow');
+      const others = Array.from({ length: 4 }, () => newKey());
+      const before = store.stats.groupCommit;
+      const events0 = await count('select count(*) as n from events');
+      // Made in one tick: they leave together, the outcome first, then the proposals.
+      const [settled, repeat, ...fresh] = await Promise.all([
+        store.recordOutcome(outcome(first as Allow, key, 'succeeded')),
+        store.decide(reserve(newRun(), key)),
+        ...others.map((k) => store.decide(reserve(newRun(), k))),
+      ]);
+      const after = store.stats.groupCommit;
+      expect(after.batches).toBe(before.batches + 1);
+      expect(after.batchedCalls - before.batchedCalls).toBe(6);
+      expect(settled).toMatchObject({ operationState: 'succeeded' });
+      expect(repeat).toMatchObject({ verdict: 'duplicate', operationId: (first as Allow).operationId });
+      for (const f of fresh) expect(f).toMatchObject({ verdict: 'allow' });
+      // One event per call, the chain intact.
+      expect(await count('select count(*) as n from events')).toBe(events0 + 6);
+      expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
+    });
+
     it('one call that fails fails alone: the rest of its batch commits once', async () => {
       const before = store.stats.groupCommit;
       const events0 = await count('select count(*) as n from events');

@@ -21,8 +21,16 @@ interface Sent {
 function recordingSender(fail?: (inputs: readonly string[], batch: boolean) => unknown) {
   const sent: Sent[] = [];
   const waiting: Array<() => void> = [];
-  const answer = async (fn: StoreFunction, inputs: readonly string[], batch: boolean): Promise<unknown[]> => {
+  /** Each batch's functions, call by call. */
+  const batchFns: StoreFunction[][] = [];
+  const answer = async (
+    fn: StoreFunction,
+    inputs: readonly string[],
+    batch: boolean,
+    fns?: StoreFunction[],
+  ): Promise<unknown[]> => {
     sent.push({ fn, inputs, batch });
+    if (fns !== undefined) batchFns.push(fns);
     await new Promise<void>((resolve) => waiting.push(resolve));
     const err = fail?.(inputs, batch);
     if (err !== undefined) throw err;
@@ -30,7 +38,13 @@ function recordingSender(fail?: (inputs: readonly string[], batch: boolean) => u
   };
   const sender: HotSender = {
     one: async (fn, input) => (await answer(fn, [input], false))[0],
-    many: (fn, inputs) => answer(fn, inputs, true),
+    many: (calls) =>
+      answer(
+        calls[0]!.fn,
+        calls.map((c) => c.input),
+        true,
+        calls.map((c) => c.fn),
+      ),
   };
   const release = async (): Promise<void> => {
     // Let queued microtasks and setImmediate callbacks send what they will, then answer all.
@@ -40,7 +54,7 @@ function recordingSender(fail?: (inputs: readonly string[], batch: boolean) => u
       await new Promise((r) => setImmediate(r));
     }
   };
-  return { sender, sent, release };
+  return { sender, sent, batchFns, release };
 }
 
 const settle = <T>(p: Promise<T>): Promise<{ ok: T } | { err: unknown }> =>
@@ -77,24 +91,26 @@ describe('groupCommit', () => {
     expect(counter.count).toBe(5);
   });
 
-  it('never mixes functions in a batch and never puts more than maxBatch calls in one', async () => {
-    const { sender, sent, release } = recordingSender();
+  it('carries proposals and outcomes together in one batch, in call order, never more than maxBatch calls', async () => {
+    const { sender, sent, batchFns, release } = recordingSender();
     const gc = groupCommit(sender, new RoundTripCounter(), { maxInFlight: 4, maxBatch: 3 });
     const calls = [
-      ...[1, 2, 3, 4, 5, 6, 7].map((n) => gc.call('eg_decide', { n })),
+      ...[1, 2, 3, 4, 5].map((n) => gc.call('eg_decide', { n })),
+      gc.call('eg_record_outcome', { n: 6 }),
+      gc.call('eg_decide', { n: 7 }),
       gc.call('eg_record_outcome', { n: 8 }),
     ];
     await release();
-    await Promise.all(calls);
-    expect(sent.map((s) => [s.fn, s.inputs.length])).toEqual([
-      ['eg_decide', 3],
-      ['eg_decide', 3],
-      ['eg_decide', 1],
-      ['eg_record_outcome', 1],
+    expect(await Promise.all(calls)).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => ({ echo: { n } })));
+    expect(sent.map((s) => s.inputs.length)).toEqual([3, 3, 2]);
+    expect(batchFns).toEqual([
+      ['eg_decide', 'eg_decide', 'eg_decide'],
+      ['eg_decide', 'eg_decide', 'eg_record_outcome'],
+      ['eg_decide', 'eg_record_outcome'],
     ]);
   });
 
-  it('keeps at most maxInFlight round trips of a function in flight; the calls behind them queue into one batch', async () => {
+  it('keeps at most maxInFlight round trips in flight, whatever their functions; the calls behind them queue into one batch', async () => {
     const { sender, sent, release } = recordingSender();
     const gc = groupCommit(sender, new RoundTripCounter(), { maxInFlight: 1, maxBatch: 16 });
     const first = gc.call('eg_decide', { n: 0 });

@@ -76,8 +76,8 @@ describe('the hot path wire contract', () => {
   it('names the field of a malformed outcome answer, and refuses a batch of another length', () => {
     expect(refusal(() => outcomeAnswer({ operationState: 3 })).field).toBe('operationState');
     expect(refusal(() => outcomeAnswer('{"operationState":null}')).field).toBe('the answer');
-    expect(batchAnswers('eg_decide', [allow, allow], 2)).toHaveLength(2);
-    expect(refusal(() => batchAnswers('eg_decide', [allow], 2)).message).toMatch(/has 1 results for 2 calls/);
-    expect(refusal(() => batchAnswers('eg_decide', null, 2)).message).toMatch(/is not an array/);
+    expect(batchAnswers([allow, allow], 2)).toHaveLength(2);
+    expect(refusal(() => batchAnswers([allow], 2)).message).toMatch(/has 1 results for 2 calls/);
+    expect(refusal(() => batchAnswers(null, 2)).message).toMatch(/is not an array/);
   });
 });
