@@ -1,6 +1,7 @@
 import { computeEventHash, eventHashInput, GENESIS_HASH } from './audit-chain.js';
 import { checkpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import { PeriodicRounds } from './periodic-rounds.js';
 import type { NoteSigner } from './signed-note.js';
 import type { ChainHead, CheckpointRecord, EventRange, EventRecord, SealedHeads, Store } from './types.js';
 
@@ -54,9 +55,7 @@ export class AuditSealer {
   readonly #o: Required<Omit<AuditSealerOptions, 'logger'>> & { readonly logger: SealerLogger | null };
   #logId: string | null = null;
   #latest: CheckpointRecord | null = null;
-  #timer: NodeJS.Timeout | null = null;
-  #running: Promise<unknown> = Promise.resolve();
-  #stopped = false;
+  readonly #rounds: PeriodicRounds;
   #lastRefusal: string | null = null;
   /** The last round left events behind (a chain had more than maxPerChain new ones). */
   #behind = false;
@@ -70,27 +69,21 @@ export class AuditSealer {
       logger: options.logger ?? null,
       now: options.now ?? ((): Date => new Date()),
     });
+    this.#rounds = new PeriodicRounds({
+      intervalMs: this.#o.intervalMs,
+      round: () => this.seal(),
+      onError: (err) => this.#o.logger?.warn({ err: String(err) }, 'audit sealer: round failed'),
+    });
   }
 
   /** Seals every `intervalMs` until `stop()`; a round that fails is logged and the next one tries again. */
   start(): void {
-    if (this.#timer !== null || this.#stopped) return;
-    const tick = (): void => {
-      this.#running = this.seal()
-        .catch((err: unknown) => this.#o.logger?.warn({ err: String(err) }, 'audit sealer: round failed'))
-        .finally(() => {
-          if (!this.#stopped) this.#timer = setTimeout(tick, this.#o.intervalMs).unref();
-        });
-    };
-    this.#timer = setTimeout(tick, 0).unref();
+    this.#rounds.start();
   }
 
   /** Stops the rounds and waits for the one in progress. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#rounds.stop();
   }
 
   /**

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { BACKGROUND_STATEMENT } from './counting-dialect.js';
+import { jsonResult } from './json-result.js';
 import type { Database } from './schema.js';
 import type { ProjectionRound } from './types.js';
 
@@ -25,8 +26,7 @@ export async function projectEvents(
   }>`select eg_project(${perChain}::int, ${wait}::boolean) as result ${sql.raw(wait ? '' : BACKGROUND_STATEMENT)}`.execute(
     db,
   );
-  const raw = rows[0]?.result;
-  const r = typeof raw === 'string' ? (JSON.parse(raw) as typeof raw & object) : raw;
+  const r = rows[0] === undefined ? undefined : jsonResult(rows[0].result);
   return Object.freeze({
     events: Number(r?.events ?? 0),
     more: r?.more === true,

@@ -1,3 +1,4 @@
+import { PeriodicRounds } from './periodic-rounds.js';
 import type { Store } from './types.js';
 
 /*
@@ -25,44 +26,34 @@ const MAX_ROUNDS = 20;
 
 export class EventProjector {
   readonly #store: ProjectorStore;
-  readonly #intervalMs: number;
-  readonly #logger: ProjectorLogger | null;
-  #timer: NodeJS.Timeout | null = null;
-  #running: Promise<unknown> = Promise.resolve();
-  #stopped = false;
+  readonly #rounds: PeriodicRounds;
   #failing = false;
 
   constructor(options: EventProjectorOptions) {
     this.#store = options.store;
-    this.#intervalMs = options.intervalMs ?? 200;
-    this.#logger = options.logger ?? null;
+    const logger = options.logger ?? null;
+    this.#rounds = new PeriodicRounds({
+      intervalMs: options.intervalMs ?? 200,
+      round: async () => {
+        await this.project();
+        this.#failing = false;
+      },
+      onError: (err) => {
+        // Once until a round succeeds again, not every 200 ms while the store is away.
+        if (!this.#failing) logger?.warn({ err: String(err) }, 'event projector: round failed');
+        this.#failing = true;
+      },
+    });
   }
 
   /** Projects every `intervalMs` until `stop()`; a failed round is logged once and retried. */
   start(): void {
-    if (this.#timer !== null || this.#stopped) return;
-    const tick = (): void => {
-      this.#running = this.project()
-        .then(() => {
-          this.#failing = false;
-        })
-        .catch((err: unknown) => {
-          if (!this.#failing) this.#logger?.warn({ err: String(err) }, 'event projector: round failed');
-          this.#failing = true;
-        })
-        .finally(() => {
-          if (!this.#stopped) this.#timer = setTimeout(tick, this.#intervalMs).unref();
-        });
-    };
-    this.#timer = setTimeout(tick, 0).unref();
+    this.#rounds.start();
   }
 
   /** Stops the rounds and waits for the one in progress. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#rounds.stop();
   }
 
   /** Rounds until caught up, another process is at it, or the bound; returns events read. */

@@ -5,6 +5,7 @@ import type { RoundTripCounter } from './counting-dialect.js';
 import * as projection from './event-projection-sql.js';
 import type { GroupCommit } from './group-commit.js';
 import { decideAnswer, type OutcomeAnswer, outcomeAnswer } from './hot-answers.js';
+import { jsonResult } from './json-result.js';
 import { migrateStore } from './migrate-store.js';
 import {
   toApproval,
@@ -468,14 +469,14 @@ export class KyselyStore implements Store {
       const { rows } = await sql<{ result: string[] | string }>`select eg_recover(${text}) as result`.execute(
         this.#db,
       );
-      const ids = parsed<string[]>(rows[0]?.result ?? []);
+      const ids = jsonResult<string[]>(rows[0]?.result ?? []);
       const recovered: RecoveredAttempt[] = [];
       for (const id of ids) {
         const one = await sql<{
           result: RecoveredAttempt | string | null;
         }>`select eg_recover_attempt(${text}, ${id}) as result`.execute(this.#db);
         const r = one.rows[0]?.result ?? null;
-        if (r !== null) recovered.push(parsed<RecoveredAttempt>(r));
+        if (r !== null) recovered.push(jsonResult<RecoveredAttempt>(r));
       }
       return recovered;
     });
@@ -623,7 +624,7 @@ export class KyselyStore implements Store {
           result: ChainCut[] | string;
         }>`select eg_prune_cut(${sinceDate(before).toISOString()}::timestamptz) as result`.execute(this.#db),
       );
-      return parsed<ChainCut[]>(rows[0]?.result ?? []).map((c) => ({
+      return jsonResult<ChainCut[]>(rows[0]?.result ?? []).map((c) => ({
         chain: Number(c.chain),
         baseSeq: Number(c.baseSeq),
         baseHash: c.baseHash,
@@ -641,7 +642,7 @@ export class KyselyStore implements Store {
           result: { removed: number } | string;
         }>`select eg_prune(${JSON.stringify(cut)}) as result`.execute(this.#db),
       );
-      return Number(parsed<{ removed: number }>(rows[0]!.result).removed);
+      return Number(jsonResult<{ removed: number }>(rows[0]!.result).removed);
     });
   }
 
@@ -756,11 +757,6 @@ async function chainChecked<T>(fn: 'eg_prune_cut' | 'eg_prune', query: Promise<T
   } catch (err) {
     throw functionRefusal(fn, err) ?? err;
   }
-}
-
-/** A json result: parsed by pg already, or text from PGlite. */
-function parsed<T>(value: T | string): T {
-  return typeof value === 'string' ? (JSON.parse(value) as T) : value;
 }
 
 function messageOf(err: unknown): string {
