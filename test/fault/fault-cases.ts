@@ -89,6 +89,15 @@ export const FAULT_CASES: readonly FaultCase[] = [
     notOn: RELAY_ONLY,
   },
   {
+    id: 'batch-mixed-reply-lost',
+    fault:
+      'a group-commit batch that carries outcomes of some calls and proposals of others commits, its reply is cut (down 1 s), 16 agents at once',
+    promise:
+      'every agent whose call reached the destination gets its 201 and its outcome is recorded once; every proposal of the batch 503, none sent; each key performed at most once; every next proposal of a performed key is 409 duplicate',
+    stores: ['postgres'],
+    notOn: RELAY_ONLY,
+  },
+  {
     id: 'outcome-lock-timeout',
     fault:
       "recordOutcome meets a lock held past its lock_timeout (55P03, as behind a migration's CREATE INDEX)",

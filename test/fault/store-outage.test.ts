@@ -4,7 +4,8 @@
  * recordOutcome (never written, or written with the answer lost); and as a group-commit batch's
  * answer is on the wire (six agents at once, so their decides, then their outcomes,
  * share one eg_batch round trip): the batch committed and the gate never learns it, so every
- * call in it is where a lone call whose answer was lost is. The gate reaches PostgreSQL through a
+ * call in it is where a lone call whose answer was lost is; and the same for a batch that carries
+ * the outcomes of some calls and the proposals of others. The gate reaches PostgreSQL through a
  * TCP relay the test cuts; the checker reads the database directly.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -309,6 +310,91 @@ for (const target of storeTargets()) {
           `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
         );
         await rec.finish({ dest, store, proposedKeys: CALLS.length, strictUnknown: true });
+      });
+
+      it(`${faultCase('batch-mixed-reply-lost').fault}: ${faultCase('batch-mixed-reply-lost').promise}`, async () => {
+        await setUp('fault-batch-mixed-reply-lost');
+        const rec = new CaseRecorder('batch-mixed-reply-lost', 'postgres');
+        // Six calls wait at the destination (their proposals are done), so their outcomes can be
+        // let go at one moment; six more are proposed at that moment.
+        for (const { i } of CALLS) dest.plan(`bmo-${i}`, { behaviour: 'hold' });
+        const held = CALLS.map(({ collection, i }) =>
+          agent.propose(dest.url, collection, `bmo-${i}`, 'run-a'),
+        );
+        const arrivals = await Promise.all(CALLS.map(({ i }) => dest.arrival(`bmo-${i}`)));
+        const trapped = relay.trigger(
+          { pattern: STATEMENT.mixedBatch, when: 'after-reply', action: 'down' },
+          15_000,
+        );
+        // While the chain heads are held no round trip returns. LANE fillers, proposed one at a
+        // time, take every round trip the lane may have in flight; then the outcomes, let go at
+        // once, and six proposals made now all queue, and the next round trip carries them together.
+        const heads = await holdChainHeads(store.url);
+        const fillers: Promise<Answer>[] = [];
+        for (let k = 0; k < LANE; k++) {
+          fillers.push(agent.propose(dest.url, COLLECTIONS[k % COLLECTIONS.length]!, `bmf-${k}`, 'run-a'));
+          await heads.waitFor(k + 1);
+        }
+        for (const arrival of arrivals) arrival.release();
+        const proposed = CALLS.map(({ collection, i }) =>
+          agent.propose(dest.url, collection, `bmp-${i}`, 'run-a'),
+        );
+        // Not longer: a proposal that waits past its lease (pending_ttl 1 s) is not sent at all.
+        await sleep(PENDING_TTL_MS * 0.3);
+        await heads.release();
+        const cut = await trapped.then(
+          () => true,
+          () => false,
+        );
+        rec.check(cut, 'no batch carried outcomes and proposals together');
+        const back = sleep(1_000).then(() => relay.up());
+        const outcomes = (await Promise.all(held)).map((a) => rec.answered(a));
+        const proposals = (await Promise.all(proposed)).map((a) => rec.answered(a));
+        const filled = (await Promise.all(fillers)).map((a) => rec.answered(a));
+        await back;
+        for (const [n, a] of outcomes.entries()) {
+          const order = `bmo-${CALLS[n]!.i}`;
+          rec.check(a.status === 201, `${order}: the agent got ${a.status}, not the destination's 201`);
+          const recorded =
+            a.operationId === null
+              ? undefined
+              : await outcomeRecorded(store, a.operationId, RECORD_WITHIN_MS);
+          rec.check(
+            recorded?.length === 1,
+            `${order}: ${recorded?.length ?? 0} attempt(s) with an outcome 4 s after the store came back, not 1`,
+          );
+        }
+        const refused = proposals.filter((a) => a.status === 503).length;
+        rec.check(refused >= 1, 'no proposal refused: the cut batch carried none');
+        const others = [
+          ...proposals.map((a, n) => ({ a, order: `bmp-${CALLS[n]!.i}` })),
+          ...filled.map((a, k) => ({ a, order: `bmf-${k}` })),
+        ];
+        for (const { a, order } of others) {
+          const arrived = dest.arrivals().filter((x) => x.order === order).length;
+          rec.check(a.status === 201 || a.status === 503, `${order}: answered ${a.status}, not 201 or 503`);
+          rec.check(
+            a.status === 201 ? arrived === 1 : arrived === 0,
+            `${order}: answered ${a.status} and reached the destination ${arrived} time(s)`,
+          );
+        }
+        const again = await Promise.all(
+          CALLS.map(({ collection, i }) =>
+            agent.propose(dest.url, collection, `bmo-${i}`, 'run-b').then((a) => rec.answered(a)),
+          ),
+        );
+        for (const [n, a] of again.entries()) {
+          rec.check(
+            a.status === 409 && a.verdict === 'duplicate',
+            `bmo-${CALLS[n]!.i}: the next proposal got ${a.status} ${a.verdict ?? ''}, not 409 duplicate`,
+          );
+        }
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+        await rec.finish({ dest, store, proposedKeys: 2 * CALLS.length + LANE, strictUnknown: true });
       });
     },
   );

@@ -51,6 +51,7 @@ export const STATEMENT = {
   recordOutcome: 'eg_record_outcome\u0000',
   decideBatch: 'batch:eg_decide\u0000',
   recordOutcomeBatch: 'batch:eg_record_outcome\u0000',
+  mixedBatch: 'batch:mixed\u0000',
 } as const;
 
 export interface RelayStats {
