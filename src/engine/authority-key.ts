@@ -1,6 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { EffectgateError } from '../errors.js';
-import { keyFileBesideStore, type Store, type StoredAuthorityKey } from '../store/index.js';
+import {
+  type EngineStore,
+  keyFileBesideStore,
+  type StoredAuthorityKey,
+  type StoreHandle,
+} from '../store/index.js';
+
+/** The authority key's settling reads and drops the key a store kept, and needs to know which store. */
+type KeyedStore = Pick<EngineStore, 'storedAuthorityKey' | 'dropStoredAuthorityKey'> &
+  Pick<StoreHandle, 'kind' | 'dir'>;
+
 import type { GateLogger } from './gate.js';
 
 /** The authority key's file beside an embedded store at DIR: `DIR.keys/authority.key`. */
@@ -14,7 +24,7 @@ export const EXPORT_AUTHORITY_KEY =
 export const MIN_AUTHORITY_KEY_LENGTH = 32;
 
 export interface AuthorityKeyOptions {
-  readonly store: Store;
+  readonly store: KeyedStore;
   /**
    * The key the caller gave (`createGate({ authorityKey })`, `--authority-key-file`,
    * `EFFECTGATE_AUTHORITY_KEY`); `null`: no fingerprints, only which header carried a credential;
@@ -92,7 +102,7 @@ export function authorityKeyOf(text: string, where: string): string {
 
 /** The key left in `settings`: gone once it is the key in use, or when nothing was keyed with it. */
 async function settleStoredKey(
-  store: Store,
+  store: KeyedStore,
   stored: StoredAuthorityKey | null,
   key: string,
   logger: GateLogger,

@@ -1,10 +1,10 @@
-import type { RecoveredAttempt, Store, UnknownRule } from '../store/index.js';
+import type { EngineStore, RecoveredAttempt, StoreHandle, UnknownRule } from '../store/index.js';
 import type { GateLogger } from './gate.js';
 import type { OutcomeOutbox } from './outcome-outbox.js';
 
 /** How a gate lives on its store: identity, heartbeat, recovery and a bounded, draining stop. */
 export interface LifecycleOptions {
-  readonly store: Store;
+  readonly store: EngineStore & Pick<StoreHandle, 'close'>;
   /** Stable across restarts (see `defaultInstanceId`): a gate recovers its own previous life at once. */
   readonly instanceId: string;
   readonly logger: GateLogger;

@@ -1,12 +1,15 @@
 import {
+  type EngineStore,
   isTransientStoreFailure,
   type OperationState,
   type OutcomeInput,
   type ShadowDispatchInput,
-  type Store,
 } from '../store/index.js';
 import type { GateLogger } from './gate.js';
 import { type GateMetrics, noGateMetrics } from './gate-metrics.js';
+
+/** The outbox writes outcomes and shadow results, nothing else. */
+type OutboxStore = Pick<EngineStore, 'recordOutcome' | 'recordShadowDispatch'>;
 
 /** Bounds of the outbox; defaults in {@link OUTBOX_DEFAULTS}. */
 export interface OutboxOptions {
@@ -73,7 +76,7 @@ type Deferred =
   | { readonly kind: 'shadow'; readonly input: ShadowDispatchInput };
 
 export class OutcomeOutbox {
-  readonly #store: Store;
+  readonly #store: OutboxStore;
   readonly #logger: GateLogger;
   readonly #o: OutboxOptions;
   readonly #metrics: GateMetrics;
@@ -95,7 +98,7 @@ export class OutcomeOutbox {
   #closed = false;
 
   constructor(
-    store: Store,
+    store: OutboxStore,
     logger: GateLogger,
     options: OutboxOptions = OUTBOX_DEFAULTS,
     metrics: GateMetrics = noGateMetrics,

@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { EffectgateError } from '../errors.js';
 import { type AuditReport, EVENT_CHAINS, GENESIS_HASH, verifyChain } from './audit-chain.js';
 import { storeEvents, upToHeads } from './store-events.js';
-import type { ChainCut, ChainHead, EventRecord, Store } from './types.js';
+import type { AuditStore, ChainCut, ChainHead, EventRecord } from './types.js';
 
 /*
  * The event log as JSON Lines, for keeping or handing over, and its offline verifier.
@@ -84,7 +84,7 @@ export interface AuditExportOptions {
  * are kept, as the store verifier keeps them, so the file verifier reports the missing row.
  */
 export async function* auditExportLines(
-  store: Pick<Store, 'readEvents' | 'chainHeads'>,
+  store: Pick<AuditStore, 'readEvents' | 'chainHeads'>,
   options: AuditExportOptions = {},
 ): AsyncGenerator<string, void, undefined> {
   const segment = options.segment;
@@ -134,7 +134,7 @@ export async function* auditExportLines(
 
 /** Each cut chain's events after its base up to its cut, chain by chain, reading no further. */
 async function* segmentEvents(
-  store: Pick<Store, 'readEvents'>,
+  store: Pick<AuditStore, 'readEvents'>,
   cuts: readonly ChainCut[],
   paging: { readonly pageSize?: number },
 ): AsyncGenerator<EventRecord, void, undefined> {
@@ -152,7 +152,7 @@ async function* segmentEvents(
  * stdout). Returns how many events it wrote.
  */
 export async function writeAuditExport(
-  store: Pick<Store, 'readEvents' | 'chainHeads'>,
+  store: Pick<AuditStore, 'readEvents' | 'chainHeads'>,
   out: NodeJS.WritableStream,
   options: AuditExportOptions = {},
 ): Promise<{ readonly events: number }> {

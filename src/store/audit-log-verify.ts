@@ -2,7 +2,14 @@ import { eventHashInput } from './audit-chain.js';
 import { type CheckpointNote, checkpointOrigin, readCheckpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
 import type { NoteVerifier } from './signed-note.js';
-import type { ChainHead, CheckpointRecord, EventRange, SealedHeads, Store, UnsealedEvents } from './types.js';
+import type {
+  AuditStore,
+  ChainHead,
+  CheckpointRecord,
+  EventRange,
+  SealedHeads,
+  UnsealedEvents,
+} from './types.js';
 
 /*
  * Verifies the sealed log: every checkpoint's signed note (signature, origin, size, root), and its
@@ -20,7 +27,7 @@ import type { ChainHead, CheckpointRecord, EventRange, SealedHeads, Store, Unsea
  */
 
 export type AuditLogStore = Pick<
-  Store,
+  AuditStore,
   'auditLogId' | 'chainHeads' | 'readEventRanges' | 'latestCheckpoint' | 'readCheckpoints' | 'unsealedEvents'
 >;
 
@@ -230,7 +237,7 @@ export interface WitnessCheck {
  * must be signed by it.
  */
 export async function checkWitnessed(
-  store: Pick<Store, 'auditLogId' | 'getCheckpoint' | 'latestCheckpoint'>,
+  store: Pick<AuditStore, 'auditLogId' | 'getCheckpoint' | 'latestCheckpoint'>,
   note: string,
   verifier: NoteVerifier | null,
 ): Promise<WitnessCheck> {

@@ -2,7 +2,7 @@ import { open, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { EffectgateError } from '../errors.js';
 import { auditExportLines, verifyAuditExportFile } from './audit-export.js';
-import type { ChainCut, Store } from './types.js';
+import type { AuditStore, ChainCut } from './types.js';
 
 /**
  * Retention of the event log (`effectgate audit prune`): the events recorded before a cut-off are archived
@@ -30,7 +30,7 @@ import type { ChainCut, Store } from './types.js';
  *   // { archived: 120000, removed: 120000, chains: 64, cuts: [...] }
  */
 export async function archiveAndPrune(
-  store: Pick<Store, 'retentionCuts' | 'pruneChain' | 'readEvents' | 'chainHeads'>,
+  store: Pick<AuditStore, 'retentionCuts' | 'pruneChain' | 'readEvents' | 'chainHeads'>,
   before: Date,
   archive: string,
 ): Promise<RetentionResult> {
@@ -73,7 +73,10 @@ export const PRUNE_STEP = 5_000;
  * appending to that chain waits for one step at a time, not for the whole segment. Every step's
  * end is an archived event whose hash is read back from the store and checked by eg_prune.
  */
-async function pruneInSteps(store: Pick<Store, 'pruneChain' | 'readEvents'>, cut: ChainCut): Promise<number> {
+async function pruneInSteps(
+  store: Pick<AuditStore, 'pruneChain' | 'readEvents'>,
+  cut: ChainCut,
+): Promise<number> {
   let base = { seq: cut.baseSeq, hash: cut.baseHash };
   let removed = 0;
   while (base.seq < cut.cutSeq) {
@@ -113,7 +116,7 @@ export interface RetentionResult {
  * fsynced with its directory, closed; removed if it could not be written whole.
  */
 async function writeArchive(
-  store: Pick<Store, 'readEvents' | 'chainHeads'>,
+  store: Pick<AuditStore, 'readEvents' | 'chainHeads'>,
   cuts: readonly ChainCut[],
   path: string,
 ): Promise<void> {

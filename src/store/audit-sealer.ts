@@ -3,7 +3,14 @@ import { checkpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
 import { PeriodicRounds } from './periodic-rounds.js';
 import type { NoteSigner } from './signed-note.js';
-import type { ChainHead, CheckpointRecord, EventRange, EventRecord, SealedHeads, Store } from './types.js';
+import type {
+  AuditStore,
+  ChainHead,
+  CheckpointRecord,
+  EventRange,
+  EventRecord,
+  SealedHeads,
+} from './types.js';
 
 /*
  * The sealer folds the events the chains have committed into one RFC 9162 Merkle tree and appends
@@ -20,7 +27,7 @@ import type { ChainHead, CheckpointRecord, EventRange, EventRecord, SealedHeads,
  */
 
 export type SealerStore = Pick<
-  Store,
+  AuditStore,
   'auditLogId' | 'chainHeads' | 'readEventRanges' | 'latestCheckpoint' | 'appendCheckpoint'
 >;
 

@@ -1,5 +1,5 @@
 import { PeriodicRounds } from './periodic-rounds.js';
-import type { Store } from './types.js';
+import type { AuditStore } from './types.js';
 
 /*
  * The gate's projector: folds committed events onto the tables made from them (the decisions;
@@ -8,7 +8,7 @@ import type { Store } from './types.js';
  * database take turns (a round another one runs is skipped); every round's work is bounded.
  */
 
-export type ProjectorStore = Pick<Store, 'projectEvents'>;
+export type ProjectorStore = Pick<AuditStore, 'projectEvents'>;
 
 export interface ProjectorLogger {
   warn(fields: Record<string, unknown>, message: string): void;

@@ -1,12 +1,12 @@
 import { type AuditReport, verifyChain } from './audit-chain.js';
-import type { ChainHead, EventPosition, EventRecord, Store } from './types.js';
+import type { AuditStore, ChainHead, EventPosition, EventRecord } from './types.js';
 
 /**
  * The events of a store in (chain, seq) order, read page by page (keyset) so a long log is walked
  * in constant memory. With `chain`, only that chain's events.
  */
 export async function* storeEvents(
-  store: Pick<Store, 'readEvents'>,
+  store: Pick<AuditStore, 'readEvents'>,
   options: { readonly chain?: number; readonly pageSize?: number } = {},
 ): AsyncGenerator<EventRecord, void, undefined> {
   const pageSize = options.pageSize ?? 1000;
@@ -31,7 +31,7 @@ export async function* storeEvents(
  * without a head row are kept, so the verifier reports them.
  */
 export async function verifyStoreChain(
-  store: Pick<Store, 'readEvents' | 'chainHeads'>,
+  store: Pick<AuditStore, 'readEvents' | 'chainHeads'>,
 ): Promise<AuditReport> {
   const once = async (): Promise<AuditReport> => {
     const heads = await store.chainHeads();

@@ -857,15 +857,8 @@ export interface StoredAuthorityKey {
   readonly keyed: boolean;
 }
 
-export interface Store {
-  /** `postgres` or `pglite`. */
-  readonly kind: 'postgres' | 'pglite';
-  /**
-   * The directory of an embedded store on disk (`pglite:DIR`, resolved); `null` for PostgreSQL,
-   * `pglite:memory` and a store reached through a running gate's socket. Its secret key files live
-   * beside it (key-file-beside-store.ts).
-   */
-  readonly dir: string | null;
+/** What the engine needs on a call's path and around it: propose, settle, shadow results, its own life and recovery. */
+export interface EngineStore {
   decide(input: DecideInput): Promise<DecideResult>;
   /**
    * Idempotent: an attempt that already has this outcome (a write whose commit was lost with its
@@ -873,83 +866,11 @@ export interface Store {
    * for an abandoned decide that never committed (no such attempt).
    */
   recordOutcome(input: OutcomeInput): Promise<{ readonly operationState: OperationState | null }>;
-  getOperation(id: string): Promise<OperationRecord | null>;
-  listOperations(filter?: OperationFilter): Promise<OperationRecord[]>;
-  /** How many operations are in each state (same filter, without `state` and `limit`). */
-  countOperations(
-    filter?: Omit<OperationFilter, 'state' | 'limit'>,
-  ): Promise<Partial<Record<OperationState, number>>>;
-  /**
-   * How many proposals each of these operations absorbed: its decisions with verdict `duplicate`
-   * (the gate answered them with the operation's result instead of sending anything). One grouped
-   * query for a whole list; an operation without one is absent from the answer.
-   */
-  countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>>;
-  /**
-   * What shadow mode recorded instead of refusing, per tool and verdict ("12 duplicate effects would
-   * have been skipped"), since `since` when given. Tools that never ran in shadow are absent.
-   */
-  countShadowVerdicts(filter?: { readonly since?: string }): Promise<readonly ShadowVerdictCount[]>;
   /**
    * Records what a request shadow mode sent anyway got back (eg_shadow_dispatched.sql): one row and
    * one `shadow.dispatched` event; a second call for the same decision is ignored (true: recorded).
    */
   recordShadowDispatch(input: ShadowDispatchInput): Promise<boolean>;
-  listObservations(operationId: string): Promise<ObservationRecord[]>;
-  listApprovals(filter?: {
-    readonly state?: ApprovalState;
-    readonly operationId?: string;
-    readonly limit?: number;
-  }): Promise<ApprovalRecord[]>;
-  getApproval(id: string): Promise<ApprovalRecord | null>;
-  /**
-   * Approve, deny or revoke. Throws `EG_ERR_NOT_FOUND` for an unknown id and
-   * `EG_ERR_APPROVAL_STATE` when the approval is not in a state the action applies to.
-   */
-  decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord>;
-  /**
-   * Records a session grant. Throws `EG_ERR_CONFIG_INVALID` when no scope is given and the run's
-   * decisions do not name exactly one.
-   */
-  createGrant(input: GrantInput): Promise<GrantRecord>;
-  listGrants(filter?: {
-    readonly runId?: string;
-    readonly grantId?: string;
-    readonly limit?: number;
-  }): Promise<GrantRecord[]>;
-  /** Ends an active grant early. `EG_ERR_NOT_FOUND`, or `EG_ERR_APPROVAL_STATE` when it is revoked or expired. */
-  revokeGrant(input: {
-    readonly grantId: string;
-    readonly by: string;
-    readonly reason: string;
-  }): Promise<GrantRecord>;
-  /**
-   * Runs the loop breaker knows (a skip, a halt or a release recorded), halted first (newest halt
-   * first), then by first skip, newest first. `runId` may match several scopes.
-   */
-  listRuns(filter?: {
-    readonly runId?: string;
-    readonly halted?: boolean;
-    readonly limit?: number;
-  }): Promise<RunRecord[]>;
-  /**
-   * Lets a halted run go on (eg_release_run.sql): its per-key counts start again, the release is
-   * recorded. `EG_ERR_NOT_FOUND` for a run never skipped, `EG_ERR_RUN_STATE` for one not halted,
-   * `EG_ERR_CONFIG_INVALID` when no scope is given and several are halted under that id.
-   */
-  releaseRun(input: RunReleaseInput): Promise<RunRecord>;
-  /**
-   * Appends evidence from outside the gate to an operation and, when it says so and the operation
-   * can take it, settles it (eg_add_observation.sql). Throws `EG_ERR_NOT_FOUND` for an unknown
-   * operation and `EG_ERR_OPERATION_STATE` for an operator's decision on one that cannot be
-   * settled (naming its state).
-   */
-  addObservation(input: ObservationInput): Promise<ObservationResult>;
-  /**
-   * The operations an idempotency key (the value the gate sent: an operation id whose tool injects
-   * one) or a destination reference (an attempt's, or one an observation brought) names; at most 10.
-   */
-  findOperations(lookup: OperationLookup): Promise<OperationRecord[]>;
   /**
    * Registers (or re-announces) a running gate process; `heartbeat` keeps it alive. A gate that
    * starts again under the same id starts a new life: its attempts recorded before this call are
@@ -980,11 +901,95 @@ export interface Store {
   storedAuthorityKey(): Promise<StoredAuthorityKey | null>;
   /** Deletes the stored authority key if it still is `key` (compare and delete: never another's). */
   dropStoredAuthorityKey(key: string): Promise<void>;
+}
+
+/** What operators do (admin API, UI, CLI): approvals, grants, released runs, evidence and resolutions. */
+export interface OperatorStore {
+  listApprovals(filter?: {
+    readonly state?: ApprovalState;
+    readonly operationId?: string;
+    readonly limit?: number;
+  }): Promise<ApprovalRecord[]>;
+  getApproval(id: string): Promise<ApprovalRecord | null>;
+  /**
+   * Approve, deny or revoke. Throws `EG_ERR_NOT_FOUND` for an unknown id and
+   * `EG_ERR_APPROVAL_STATE` when the approval is not in a state the action applies to.
+   */
+  decideApproval(input: ApprovalDecisionInput): Promise<ApprovalRecord>;
+  /**
+   * Records a session grant. Throws `EG_ERR_CONFIG_INVALID` when no scope is given and the run's
+   * decisions do not name exactly one.
+   */
+  createGrant(input: GrantInput): Promise<GrantRecord>;
+  listGrants(filter?: {
+    readonly runId?: string;
+    readonly grantId?: string;
+    readonly limit?: number;
+  }): Promise<GrantRecord[]>;
+  /** Ends an active grant early. `EG_ERR_NOT_FOUND`, or `EG_ERR_APPROVAL_STATE` when it is revoked or expired. */
+  revokeGrant(input: {
+    readonly grantId: string;
+    readonly by: string;
+    readonly reason: string;
+  }): Promise<GrantRecord>;
+  /**
+   * Lets a halted run go on (eg_release_run.sql): its per-key counts start again, the release is
+   * recorded. `EG_ERR_NOT_FOUND` for a run never skipped, `EG_ERR_RUN_STATE` for one not halted,
+   * `EG_ERR_CONFIG_INVALID` when no scope is given and several are halted under that id.
+   */
+  releaseRun(input: RunReleaseInput): Promise<RunRecord>;
+  /**
+   * Appends evidence from outside the gate to an operation and, when it says so and the operation
+   * can take it, settles it (eg_add_observation.sql). Throws `EG_ERR_NOT_FOUND` for an unknown
+   * operation and `EG_ERR_OPERATION_STATE` for an operator's decision on one that cannot be
+   * settled (naming its state).
+   */
+  addObservation(input: ObservationInput): Promise<ObservationResult>;
+}
+
+/** What the admin API, the UI, the CLI and the engine's reconciliation read: operations, runs, decisions and their evidence. */
+export interface TrailReads {
+  getOperation(id: string): Promise<OperationRecord | null>;
+  listOperations(filter?: OperationFilter): Promise<OperationRecord[]>;
+  /** How many operations are in each state (same filter, without `state` and `limit`). */
+  countOperations(
+    filter?: Omit<OperationFilter, 'state' | 'limit'>,
+  ): Promise<Partial<Record<OperationState, number>>>;
+  /**
+   * How many proposals each of these operations absorbed: its decisions with verdict `duplicate`
+   * (the gate answered them with the operation's result instead of sending anything). One grouped
+   * query for a whole list; an operation without one is absent from the answer.
+   */
+  countDuplicates(operationIds: readonly string[]): Promise<Readonly<Record<string, number>>>;
+  /**
+   * What shadow mode recorded instead of refusing, per tool and verdict ("12 duplicate effects would
+   * have been skipped"), since `since` when given. Tools that never ran in shadow are absent.
+   */
+  countShadowVerdicts(filter?: { readonly since?: string }): Promise<readonly ShadowVerdictCount[]>;
+  listObservations(operationId: string): Promise<ObservationRecord[]>;
+  /**
+   * Runs the loop breaker knows (a skip, a halt or a release recorded), halted first (newest halt
+   * first), then by first skip, newest first. `runId` may match several scopes.
+   */
+  listRuns(filter?: {
+    readonly runId?: string;
+    readonly halted?: boolean;
+    readonly limit?: number;
+  }): Promise<RunRecord[]>;
+  /**
+   * The operations an idempotency key (the value the gate sent: an operation id whose tool injects
+   * one) or a destination reference (an attempt's, or one an observation brought) names; at most 10.
+   */
+  findOperations(lookup: OperationLookup): Promise<OperationRecord[]>;
   getDecision(id: string): Promise<DecisionRecord | null>;
   listDecisions(filter: {
     readonly runId?: string;
     readonly operationId?: string;
   }): Promise<DecisionRecord[]>;
+}
+
+/** What the audit needs: the event log, its projection, its sealed checkpoints, retention. */
+export interface AuditStore {
   /**
    * At most `limit` events in (chain, seq) order, after the position `after` (keyset paging over
    * every chain; `0` = from the very start).
@@ -1024,6 +1029,18 @@ export interface Store {
   appendCheckpoint(after: number | null, checkpoint: CheckpointRecord): Promise<boolean>;
   /** How many committed events lie past `heads` (null: past the chains' bases), and the oldest one's time. */
   unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents>;
+}
+
+/** The store itself: which one it is, liveness, migrations, figures, close. */
+export interface StoreHandle {
+  /** `postgres` or `pglite`. */
+  readonly kind: 'postgres' | 'pglite';
+  /**
+   * The directory of an embedded store on disk (`pglite:DIR`, resolved); `null` for PostgreSQL,
+   * `pglite:memory` and a store reached through a running gate's socket. Its secret key files live
+   * beside it (key-file-beside-store.ts).
+   */
+  readonly dir: string | null;
   /** Cheap liveness check (`select 1`). */
   ping(): Promise<void>;
   /**
@@ -1034,3 +1051,9 @@ export interface Store {
   readonly stats: StoreStats;
   close(): Promise<void>;
 }
+
+/**
+ * A store, cut by audience: a part of the code that needs only one audience's calls takes that
+ * interface (or a Pick of it), so what it may do to the store is visible in its signature.
+ */
+export interface Store extends StoreHandle, EngineStore, OperatorStore, TrailReads, AuditStore {}
