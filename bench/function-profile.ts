@@ -10,7 +10,7 @@
 import pg from 'pg';
 import { openStore } from '../src/store/index.js';
 import { cpuSnapshot, cpuUse } from './cpu-meter.js';
-import { confirmInput, reserveInput } from './store-calls.js';
+import { confirmInput, reserveInput, runAllows, runDuplicates } from './store-calls.js';
 import { createBenchDatabase } from './stores.js';
 
 const adminUrl = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -92,19 +92,8 @@ try {
       );
     }
   };
-  await phase('allows (decide + recordOutcome)', async (store) => {
-    for (let i = 0; i < n; i++) {
-      const d = await store.decide(reserveInput(`issue ${i}`, 'run'));
-      if (d.verdict !== 'allow') throw new Error(d.verdict);
-      await store.recordOutcome(confirmInput(d, `issue ${i}`));
-    }
-  });
-  await phase('duplicates (decide)', async (store) => {
-    for (let i = 0; i < n; i++) {
-      const d = await store.decide(reserveInput(`issue ${i % 50}`, `dup-${i}`));
-      if (d.verdict !== 'duplicate') throw new Error(d.verdict);
-    }
-  });
+  await phase('allows (decide + recordOutcome)', (store) => runAllows(store, n));
+  await phase('duplicates (decide)', (store) => runDuplicates(store, n));
   // Decisions are projected from their events off the hot path (eg_project): what that later
   // work costs per decision, in the background projector's rounds, for everything decided above.
   {

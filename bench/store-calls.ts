@@ -105,6 +105,23 @@ async function allowAndConfirm(store: Store, title: string): Promise<[number, nu
   return [t1 - t0, performance.now() - t1];
 }
 
+/** `n` sequential allows: decide for a fresh key (`issue <i>`), then its outcome. */
+export async function runAllows(store: Pick<Store, 'decide' | 'recordOutcome'>, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const d = await store.decide(reserveInput(`issue ${i}`, 'run'));
+    if (d.verdict !== 'allow') throw new Error(`expected allow, got ${d.verdict}`);
+    await store.recordOutcome(confirmInput(d, `issue ${i}`));
+  }
+}
+
+/** `n` sequential duplicates of the first 50 keys `runAllows` confirmed, each in its own run. */
+export async function runDuplicates(store: Pick<Store, 'decide'>, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const d = await store.decide(reserveInput(`issue ${i % 50}`, `dup-${i}`));
+    if (d.verdict !== 'duplicate') throw new Error(`expected duplicate, got ${d.verdict}`);
+  }
+}
+
 /** Opens `url` (migrating it), times `samples` of each call after a warm-up, closes it. */
 export async function measureStoreCalls(
   kind: 'postgres' | 'pglite',

@@ -61,6 +61,63 @@ for (const target of storeTargets()) {
         agent = new AgentClient(gate.proxyUrl);
       }
 
+      /** Each call answered 201 and reached the destination once, or 503 and never reached it. */
+      function expectSentOnlyWhenAllowed(
+        rec: CaseRecorder,
+        calls: readonly { a: Answer; order: string }[],
+      ): void {
+        for (const { a, order } of calls) {
+          const arrived = dest.arrivals().filter((x) => x.order === order).length;
+          rec.check(a.status === 201 || a.status === 503, `${order}: answered ${a.status}, not 201 or 503`);
+          rec.check(
+            a.status === 201 ? arrived === 1 : arrived === 0,
+            `${order}: answered ${a.status} and reached the destination ${arrived} time(s)`,
+          );
+        }
+      }
+
+      /** Each agent got the destination's 201, and its attempt's outcome is recorded once the store is back. */
+      async function expectOutcomesRecorded(
+        rec: CaseRecorder,
+        calls: readonly { a: Answer; order: string }[],
+      ): Promise<void> {
+        for (const { a, order } of calls) {
+          rec.check(a.status === 201, `${order}: the agent got ${a.status}, not the destination's 201`);
+          const recorded =
+            a.operationId === null
+              ? undefined
+              : await outcomeRecorded(store, a.operationId, RECORD_WITHIN_MS);
+          rec.check(
+            recorded?.length === 1,
+            `${order}: ${recorded?.length ?? 0} attempt(s) with an outcome 4 s after the store came back, not 1`,
+          );
+        }
+      }
+
+      /** The next proposal of each of these keys (another run) is 409 duplicate. */
+      async function expectNextIsDuplicate(rec: CaseRecorder, prefix: string): Promise<void> {
+        const again = await Promise.all(
+          CALLS.map(({ collection, i }) =>
+            agent.propose(dest.url, collection, `${prefix}-${i}`, 'run-b').then((a) => rec.answered(a)),
+          ),
+        );
+        for (const [n, a] of again.entries()) {
+          rec.check(
+            a.status === 409 && a.verdict === 'duplicate',
+            `${prefix}-${CALLS[n]!.i}: the next proposal got ${a.status} ${a.verdict ?? ''}, not 409 duplicate`,
+          );
+        }
+      }
+
+      /** A graceful stop leaves no outcome unwritten. */
+      async function closeGate(rec: CaseRecorder): Promise<void> {
+        const report = await gate.close();
+        rec.check(
+          report.unwrittenOutcomes === 0,
+          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        );
+      }
+
       afterEach(async () => {
         relay?.up();
         await agent?.close();
@@ -237,20 +294,11 @@ for (const target of storeTargets()) {
         const first: Answer[] = (await Promise.all(answers)).map((a) => rec.answered(a));
         const refused = first.filter((a) => a.status === 503).length;
         rec.check(refused >= 2, `only ${refused} call(s) refused: the cut batch had at least two`);
-        for (const [n, a] of first.entries()) {
-          const order = `bdl-${CALLS[n]!.i}`;
-          const arrived = dest.arrivals().filter((x) => x.order === order).length;
-          rec.check(a.status === 201 || a.status === 503, `${order}: answered ${a.status}, not 201 or 503`);
-          rec.check(
-            a.status === 201 ? arrived === 1 : arrived === 0,
-            `${order}: answered ${a.status} and reached the destination ${arrived} time(s)`,
-          );
-        }
-        const report = await gate.close();
-        rec.check(
-          report.unwrittenOutcomes === 0,
-          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
+        expectSentOnlyWhenAllowed(
+          rec,
+          first.map((a, n) => ({ a, order: `bdl-${CALLS[n]!.i}` })),
         );
+        await closeGate(rec);
         await rec.finish({ dest, store, proposedKeys: CALLS.length, strictUnknown: true });
       });
 
@@ -276,39 +324,14 @@ for (const target of storeTargets()) {
         await heads.release();
         await trapped;
         const back = sleep(1_000).then(() => relay.up());
-        const first = await Promise.all(answers);
+        const first = (await Promise.all(answers)).map((a) => rec.answered(a));
         await back;
-        for (const [n, a] of first.entries()) {
-          rec.answered(a);
-          rec.check(
-            a.status === 201,
-            `bol-${CALLS[n]!.i}: the agent got ${a.status}, not the destination's 201`,
-          );
-          const recorded =
-            a.operationId === null
-              ? undefined
-              : await outcomeRecorded(store, a.operationId, RECORD_WITHIN_MS);
-          rec.check(
-            recorded?.length === 1,
-            `bol-${CALLS[n]!.i}: ${recorded?.length ?? 0} attempt(s) with an outcome 4 s after the store came back, not 1`,
-          );
-        }
-        const second = await Promise.all(
-          CALLS.map(({ collection, i }) =>
-            agent.propose(dest.url, collection, `bol-${i}`, 'run-b').then((a) => rec.answered(a)),
-          ),
+        await expectOutcomesRecorded(
+          rec,
+          first.map((a, n) => ({ a, order: `bol-${CALLS[n]!.i}` })),
         );
-        for (const [n, a] of second.entries()) {
-          rec.check(
-            a.status === 409 && a.verdict === 'duplicate',
-            `bol-${CALLS[n]!.i}: the next proposal got ${a.status} ${a.verdict ?? ''}, not 409 duplicate`,
-          );
-        }
-        const report = await gate.close();
-        rec.check(
-          report.unwrittenOutcomes === 0,
-          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
-        );
+        await expectNextIsDuplicate(rec, 'bol');
+        await closeGate(rec);
         await rec.finish({ dest, store, proposedKeys: CALLS.length, strictUnknown: true });
       });
 
@@ -352,48 +375,19 @@ for (const target of storeTargets()) {
         const proposals = (await Promise.all(proposed)).map((a) => rec.answered(a));
         const filled = (await Promise.all(fillers)).map((a) => rec.answered(a));
         await back;
-        for (const [n, a] of outcomes.entries()) {
-          const order = `bmo-${CALLS[n]!.i}`;
-          rec.check(a.status === 201, `${order}: the agent got ${a.status}, not the destination's 201`);
-          const recorded =
-            a.operationId === null
-              ? undefined
-              : await outcomeRecorded(store, a.operationId, RECORD_WITHIN_MS);
-          rec.check(
-            recorded?.length === 1,
-            `${order}: ${recorded?.length ?? 0} attempt(s) with an outcome 4 s after the store came back, not 1`,
-          );
-        }
+        await expectOutcomesRecorded(
+          rec,
+          outcomes.map((a, n) => ({ a, order: `bmo-${CALLS[n]!.i}` })),
+        );
         const refused = proposals.filter((a) => a.status === 503).length;
         rec.check(refused >= 1, 'no proposal refused: the cut batch carried none');
         const others = [
           ...proposals.map((a, n) => ({ a, order: `bmp-${CALLS[n]!.i}` })),
           ...filled.map((a, k) => ({ a, order: `bmf-${k}` })),
         ];
-        for (const { a, order } of others) {
-          const arrived = dest.arrivals().filter((x) => x.order === order).length;
-          rec.check(a.status === 201 || a.status === 503, `${order}: answered ${a.status}, not 201 or 503`);
-          rec.check(
-            a.status === 201 ? arrived === 1 : arrived === 0,
-            `${order}: answered ${a.status} and reached the destination ${arrived} time(s)`,
-          );
-        }
-        const again = await Promise.all(
-          CALLS.map(({ collection, i }) =>
-            agent.propose(dest.url, collection, `bmo-${i}`, 'run-b').then((a) => rec.answered(a)),
-          ),
-        );
-        for (const [n, a] of again.entries()) {
-          rec.check(
-            a.status === 409 && a.verdict === 'duplicate',
-            `bmo-${CALLS[n]!.i}: the next proposal got ${a.status} ${a.verdict ?? ''}, not 409 duplicate`,
-          );
-        }
-        const report = await gate.close();
-        rec.check(
-          report.unwrittenOutcomes === 0,
-          `${report.unwrittenOutcomes} outcome(s) unwritten at close`,
-        );
+        expectSentOnlyWhenAllowed(rec, others);
+        await expectNextIsDuplicate(rec, 'bmo');
+        await closeGate(rec);
         await rec.finish({ dest, store, proposedKeys: 2 * CALLS.length + LANE, strictUnknown: true });
       });
     },
