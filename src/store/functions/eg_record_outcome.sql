@@ -67,8 +67,13 @@ begin
     -- that may have done the effect (honored, approved, curator_accepted_risk, reservation_expired):
     -- its definite failure, or its request for more input, proves nothing about that one.
     -- From the attempt read above: its retry decision is written with it and never changes.
+    -- Unless every earlier attempt is known by now not to have been sent (its decide's answer was
+    -- lost, or the store was away as it dispatched: the outcome came late, the retry was already
+    -- made): then nothing may have done the effect, and this failure is the operation's.
     v_kept_unknown := v_att.operation_id = v_op_id
-      and coalesce(v_att.retry_decision, 'previous_attempt_failed') not in ('previous_attempt_failed', 'input_continuation');
+      and coalesce(v_att.retry_decision, 'previous_attempt_failed') not in ('previous_attempt_failed', 'input_continuation')
+      and exists (select 1 from attempts e where e.operation_id = v_op_id and e.number < v_att.number
+        and e.dispatch_state is distinct from 'not_sent');
     if coalesce(v_kept_unknown, false) then
       v_state := 'unknown';
     end if;

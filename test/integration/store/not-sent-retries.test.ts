@@ -1,0 +1,69 @@
+/**
+ * A retry made while the attempt before it had no outcome (its reservation expired), when that
+ * attempt turns out never to have been sent: the retry's definite failure is the operation's. Found
+ * by the store-flapping fault case: a decide whose answer was lost (the gate sent nothing, its
+ * `not_sent` waited in the outbox) and a retry that was not sent either left the operation
+ * `unknown`, a trail saying an effect may have happened when nothing was sent, and the next proposal
+ * held for a person.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
+import { expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+
+const notSent = {
+  dispatchState: 'not_sent',
+  status: null,
+  responseFingerprint: null,
+  error: 'store away',
+} as const;
+
+for (const target of storeTargets()) {
+  describe(`a retry of an attempt that was never sent (${target.name})`, () => {
+    let store: TestStore;
+    beforeAll(async () => {
+      store = await openTestStore(target);
+    });
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    it("ends failed, not unknown, when the first attempt's not_sent is recorded before the retry's failure", async () => {
+      const key = newKey({ pendingTtlMs: 30 });
+      const first = await store.decide(reserve(newRun(), key, { onExpired: 'retry' }));
+      expectVerdict(first, 'allow');
+      await sleep(60);
+      const retry = await store.decide(
+        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
+      );
+      expectVerdict(retry, 'allow');
+      expect(retry.operationId).toBe(first.operationId);
+      expect(retry.retryDecision).not.toBe('previous_attempt_failed');
+      await store.recordOutcome(outcome(first, key, 'failed', notSent));
+      const settled = await store.recordOutcome(outcome(retry, key, 'failed', notSent));
+      expect(settled.operationState).toBe('failed');
+      const op = await store.getOperation(first.operationId);
+      expect(op?.state).toBe('failed');
+      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['not_sent', 'not_sent']);
+      // The key is free again: the next proposal is sent, not held.
+      const next = await store.decide(
+        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
+      );
+      expectVerdict(next, 'allow');
+    });
+
+    it('stays unknown when an earlier attempt may have been sent (no outcome, or sent_no_response)', async () => {
+      const key = newKey({ pendingTtlMs: 30 });
+      const first = await store.decide(reserve(newRun(), key, { onExpired: 'retry' }));
+      expectVerdict(first, 'allow');
+      await sleep(60);
+      const retry = await store.decide(
+        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
+      );
+      expectVerdict(retry, 'allow');
+      await store.recordOutcome(outcome(first, key, 'unknown'));
+      const kept = await store.recordOutcome(outcome(retry, key, 'failed', notSent));
+      expect(kept.operationState).toBe('unknown');
+      expect((await store.getOperation(first.operationId))?.state).toBe('unknown');
+    });
+  });
+}
