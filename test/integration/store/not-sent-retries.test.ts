@@ -27,7 +27,8 @@ for (const target of storeTargets()) {
       await store?.close();
     });
 
-    it("ends failed, not unknown, when the first attempt's not_sent is recorded before the retry's failure", async () => {
+    /** A first attempt whose reservation expires with no outcome, and the retry that follows. */
+    async function retryAfterExpiry() {
       const key = newKey({ pendingTtlMs: 30 });
       const first = await store.decide(reserve(newRun(), key, { onExpired: 'retry' }));
       expectVerdict(first, 'allow');
@@ -36,6 +37,11 @@ for (const target of storeTargets()) {
         reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
       );
       expectVerdict(retry, 'allow');
+      return { key, first, retry };
+    }
+
+    it("ends failed, not unknown, when the first attempt's not_sent is recorded before the retry's failure", async () => {
+      const { key, first, retry } = await retryAfterExpiry();
       expect(retry.operationId).toBe(first.operationId);
       expect(retry.retryDecision).not.toBe('previous_attempt_failed');
       await store.recordOutcome(outcome(first, key, 'failed', notSent));
@@ -51,15 +57,8 @@ for (const target of storeTargets()) {
       expectVerdict(next, 'allow');
     });
 
-    it('stays unknown when an earlier attempt may have been sent (no outcome, or sent_no_response)', async () => {
-      const key = newKey({ pendingTtlMs: 30 });
-      const first = await store.decide(reserve(newRun(), key, { onExpired: 'retry' }));
-      expectVerdict(first, 'allow');
-      await sleep(60);
-      const retry = await store.decide(
-        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
-      );
-      expectVerdict(retry, 'allow');
+    it('stays unknown when an earlier attempt may have been sent (sent_no_response)', async () => {
+      const { key, first, retry } = await retryAfterExpiry();
       await store.recordOutcome(outcome(first, key, 'unknown'));
       const kept = await store.recordOutcome(outcome(retry, key, 'failed', notSent));
       expect(kept.operationState).toBe('unknown');
