@@ -106,6 +106,8 @@ export interface AttemptsTable {
   /** Migration 0012: the rule that decided the outcome, and the destination's error code. */
   outcome_rule: string | null;
   error_code: string | null;
+  /** Migration 0020: the state this attempt's outcome reported when its operation was kept unknown. */
+  kept_state: ColumnType<string | null, never, never>;
   started_at: Timestamp;
   finished_at: ColumnType<Date | null, never, never>;
 }

@@ -9,7 +9,9 @@
 -- unknown-outcome rules (honored idempotency, an approval, an accepted risk) settles nothing: the earlier
 -- attempt that was sent without a response may still have done the effect (a destination often
 -- refuses a retry BECAUSE the first one worked), so the operation and its key stay unknown
--- (docs/design.md §3).
+-- (docs/design.md §3). Unless every earlier attempt is known not to have been sent: then nothing
+-- else may have done the effect, and the retry's answer is the operation's, whichever outcome is
+-- recorded last (the retry's keeps its answer in kept_state for an earlier attempt's late not_sent).
 --
 -- Idempotent, because the gate writes an outcome again when it lost the answer of a write that may
 -- have committed: an attempt that already has this very outcome (same dispatch state and
@@ -38,7 +40,9 @@ declare
   v_change json;
   v_late boolean;
   v_kept_unknown boolean := false;
+  v_settles int;
   v_att attempts%rowtype;
+  v_last attempts%rowtype;
 begin
   if v_state not in ('succeeded', 'failed', 'unknown', 'open', 'accepted') then
     raise exception 'effectgate: outcome state must be succeeded, failed, unknown, open or accepted, not %', v_state;
@@ -122,6 +126,7 @@ begin
     -- Which rule decided, and the destination's error code (migration 0012).
     outcome_rule = p ->> 'outcomeRule',
     error_code = p ->> 'errorCode',
+    kept_state = case when coalesce(v_kept_unknown, false) then p ->> 'operationState' end,
     finished_at = now()
   where id = v_attempt_id and operation_id = v_op_id
     and (dispatch_state is null or (recovered_at is not null and finished_at is null))
@@ -147,15 +152,37 @@ begin
     select max(number) into v_latest from attempts where operation_id = v_op_id;
   end if;
 
+  -- An earlier attempt proves it was never sent, while its operation is unknown only because the
+  -- latest attempt's answer was kept: when no earlier attempt is left that may have been sent, that
+  -- answer (kept_state) settles the operation and the key the latest attempt holds. The not_sent of
+  -- an attempt that had no outcome was the last piece of evidence the rule waited for.
+  if v_number < v_latest and v_op_state = 'unknown' and p ->> 'dispatchState' = 'not_sent' then
+    select * into v_last from attempts where operation_id = v_op_id and number = v_latest;
+    if v_last.kept_state is not null and not exists (select 1 from attempts e
+        where e.operation_id = v_op_id and e.number < v_latest and e.dispatch_state is distinct from 'not_sent') then
+      v_state := v_last.kept_state;
+      v_key_state := case v_state when 'failed' then 'released' else 'awaiting_input' end;
+      update dedupe_keys set state = v_key_state
+      where key_hash = v_key_hash and operation_id = v_op_id and attempt_id = v_last.id and state = 'unknown';
+      v_owned := found;
+      if v_state = 'open' and not v_owned then
+        v_state := 'cancelled';
+      end if;
+      v_settles := v_latest;
+    end if;
+  end if;
+
   -- Only an operation still open or unknown takes its latest attempt's outcome: one that other
   -- evidence settled (a reconciliation found the effect) keeps it, and the late outcome is kept
   -- as evidence in the event (reconciliation appends, never rewrites). A success settles it
   -- whichever attempt reports it, even one a later definite failure had closed: the effect is there.
-  if ((v_number = v_latest and v_op_state in ('open', 'unknown'))
+  if ((v_number = v_latest and v_op_state in ('open', 'unknown')) or v_settles is not null
       or (v_succeeded and v_op_state in ('open', 'unknown', 'failed', 'cancelled', 'accepted')))
       and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
-    v_change := json_build_object('from', v_op_state, 'to', v_state);
+    -- byAttempt: the state is a later attempt's kept answer, which this outcome set free.
+    v_change := case when v_settles is null then json_build_object('from', v_op_state, 'to', v_state)
+      else json_build_object('from', v_op_state, 'to', v_state, 'byAttempt', v_settles) end;
     -- open: a late answer showed the tool did not run; nothing is left to approve either. Only an
     -- operation that was ever unknown can have approvals (eg_unknown asks for them): the first
     -- attempt of one still open never was, so the hot path makes no approvals statement.

@@ -17,6 +17,7 @@ import { migration0015 } from './0015-accepted-operations/index.js';
 import { migration0017 } from './0017-attempt-key-index/index.js';
 import { migration0018 } from './0018-audit-checkpoints/index.js';
 import { migration0019 } from './0019-decision-projection/index.js';
+import { migration0020 } from './0020-kept-outcomes/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -46,6 +47,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0017-attempt-key-index': migration0017,
   '0018-audit-checkpoints': migration0018,
   '0019-decision-projection': migration0019,
+  '0020-kept-outcomes': migration0020,
 };
 
 export const migrationProvider: MigrationProvider = {

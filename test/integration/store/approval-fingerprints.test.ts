@@ -191,7 +191,7 @@ for (const target of storeTargets()) {
         // Nor the migrations after it, which run again: 0012, 0013 and 0014 add columns (dropped here),
         // 0015 redefines two checks (it runs again as it is), 0017 indexes a column of 0013 (the
         // index goes with the dropped column), 0018 makes the checkpoints table and 0019 the
-        // projection's (both dropped here). A later one must be undone here too when it cannot run
+        // projection's (both dropped here), 0020 adds a column only if it is missing. A later one must be undone here too when it cannot run
         // twice.
         await scratch.query('alter table attempts drop column outcome_rule, drop column error_code');
         await scratch.query(

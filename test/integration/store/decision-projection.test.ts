@@ -157,7 +157,8 @@ for (const target of storeTargets()) {
         await old.projectEvents({ wait: true, perChain: 1_000_000 });
         // As the store looked before migration 0019: its decisions rows were written with the events.
         await old.query('drop table event_projection');
-        await old.query(`delete from kysely_migration where name = '0019-decision-projection'`);
+        // The migrations after it run again as they are (0020 adds a column only if it is missing).
+        await old.query(`delete from kysely_migration where name >= '0019-decision-projection'`);
         await old.query(`delete from settings where name = '${CHECKSUM_SETTING}'`);
         await old.migrate();
         const [{ behind }] = (await old.query<{ behind: number }>(
