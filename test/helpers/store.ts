@@ -46,6 +46,7 @@ import type {
   StoreStats,
   UnsealedEvents,
 } from '../../src/store/types.js';
+import { type TrailStateMismatch, trailAttemptMismatches, trailStateMismatches } from './trail-states.js';
 
 export interface StoreTarget {
   readonly kind: 'pglite' | 'postgres';
@@ -76,6 +77,11 @@ export interface TestStore extends Store {
    * process (PostgreSQL only; PGlite is single-process). The caller closes it.
    */
   openSibling(): Promise<Store>;
+  /**
+   * Skips the check on close that the trail's state changes agree with the operations table: for a
+   * store whose events a test prunes or tampers with on purpose. Says why.
+   */
+  exemptFromTrailCheck(reason: string): void;
 }
 
 export async function openTestStore(
@@ -117,6 +123,7 @@ class TestStoreHandle implements TestStore {
   readonly url: string;
   readonly #inner: KyselyStore;
   readonly #dispose: () => Promise<void>;
+  #trailCheckExempt: string | null = null;
 
   constructor(target: StoreTarget, url: string, inner: KyselyStore, dispose: () => Promise<void>) {
     this.target = target;
@@ -320,11 +327,37 @@ class TestStoreHandle implements TestStore {
     return openKyselyStore({ url: this.url, migrate: false });
   }
 
+  exemptFromTrailCheck(reason: string): void {
+    this.#trailCheckExempt = reason;
+  }
+
+  /**
+   * Closes the store, after checking that its trail agrees with its tables (trail-states.ts): every
+   * suite that runs on a test store checks it, whatever it set out to test.
+   */
   async close(): Promise<void> {
+    let lies: TrailStateMismatch[] = [];
     try {
-      await this.#inner.close();
+      if (this.#trailCheckExempt === null) {
+        lies = [
+          ...(await trailStateMismatches(this.#inner.db)),
+          ...(await trailAttemptMismatches(this.#inner.db)),
+        ];
+      }
     } finally {
-      await this.#dispose();
+      try {
+        await this.#inner.close();
+      } finally {
+        await this.#dispose();
+      }
+    }
+    if (lies.length > 0) {
+      throw new Error(
+        `the trail disagrees with the operations and attempts tables (${lies.length}):\n${lies
+          .slice(0, 10)
+          .map((l) => `  ${l.operationId}: ${l.problem}; the trail: ${l.told.join(', ') || 'no change'}`)
+          .join('\n')}`,
+      );
     }
   }
 }
