@@ -40,6 +40,20 @@ for (const target of storeTargets()) {
       return { key, first, retry };
     }
 
+    /** The operation failed with neither attempt sent, and its key is free: the next proposal goes out. */
+    async function expectFailedNothingSent(
+      operationId: string,
+      key: ReturnType<typeof newKey>,
+    ): Promise<void> {
+      const op = await store.getOperation(operationId);
+      expect(op?.state).toBe('failed');
+      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['not_sent', 'not_sent']);
+      const next = await store.decide(
+        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
+      );
+      expectVerdict(next, 'allow');
+    }
+
     it("ends failed, not unknown, when the first attempt's not_sent is recorded before the retry's failure", async () => {
       const { key, first, retry } = await retryAfterExpiry();
       expect(retry.operationId).toBe(first.operationId);
@@ -47,14 +61,7 @@ for (const target of storeTargets()) {
       await store.recordOutcome(outcome(first, key, 'failed', notSent));
       const settled = await store.recordOutcome(outcome(retry, key, 'failed', notSent));
       expect(settled.operationState).toBe('failed');
-      const op = await store.getOperation(first.operationId);
-      expect(op?.state).toBe('failed');
-      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['not_sent', 'not_sent']);
-      // The key is free again: the next proposal is sent, not held.
-      const next = await store.decide(
-        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
-      );
-      expectVerdict(next, 'allow');
+      await expectFailedNothingSent(first.operationId, key);
     });
 
     it("ends failed when the retry's failure is recorded first and the first attempt's not_sent comes late", async () => {
@@ -63,13 +70,7 @@ for (const target of storeTargets()) {
       expect(kept.operationState).toBe('unknown');
       const settled = await store.recordOutcome(outcome(first, key, 'failed', notSent));
       expect(settled.operationState).toBe('failed');
-      const op = await store.getOperation(first.operationId);
-      expect(op?.state).toBe('failed');
-      expect(op?.attempts.map((a) => a.dispatchState)).toEqual(['not_sent', 'not_sent']);
-      const next = await store.decide(
-        reserve(newRun(), { ...key, pendingTtlMs: 60_000 }, { onExpired: 'retry' }),
-      );
-      expectVerdict(next, 'allow');
+      await expectFailedNothingSent(first.operationId, key);
     });
 
     it("takes the retry's own answer (a 422) once the attempt before it proves never sent", async () => {
