@@ -24,6 +24,7 @@ import {
   openFaultStore,
   outcomeRecorded,
   PENDING_TTL_MS,
+  poll,
   startInProcessGate,
 } from './fault-harness.js';
 import { type LedgerDestination, startLedgerDestination } from './ledger-destination.js';
@@ -349,14 +350,17 @@ for (const target of storeTargets()) {
           { pattern: STATEMENT.mixedBatch, when: 'after-reply', action: 'down' },
           15_000,
         );
-        // While the chain heads are held no round trip returns. LANE fillers, proposed one at a
-        // time, take every round trip the lane may have in flight; then the outcomes, let go at
-        // once, and six proposals made now all queue, and the next round trip carries them together.
-        const heads = await holdChainHeads(store.url);
+        // While the relay holds the store's replies no round trip returns, and nothing waits on a
+        // lock in the database (a held chain head would meet the hot functions' 4 s lock_timeout on
+        // a loaded machine). LANE fillers, proposed one at a time, take every round trip the lane
+        // may have in flight; then the outcomes, let go at once, and six proposals made now all
+        // queue, and the next round trip carries them together.
+        const stall = relay.stallReplies(STATEMENT.decide);
         const fillers: Promise<Answer>[] = [];
         for (let k = 0; k < LANE; k++) {
           fillers.push(agent.propose(dest.url, COLLECTIONS[k % COLLECTIONS.length]!, `bmf-${k}`, 'run-a'));
-          await heads.waitFor(k + 1);
+          const sent = await poll(async () => (stall.sent() >= k + 1 ? true : undefined), 8_000);
+          if (sent === undefined) throw new Error(`filler ${k} never reached the store`);
         }
         for (const arrival of arrivals) arrival.release();
         const proposed = CALLS.map(({ collection, i }) =>
@@ -364,7 +368,7 @@ for (const target of storeTargets()) {
         );
         // Not longer: a proposal that waits past its lease (pending_ttl 1 s) is not sent at all.
         await sleep(PENDING_TTL_MS * 0.3);
-        await heads.release();
+        stall.release();
         const cut = await trapped.then(
           () => true,
           () => false,

@@ -54,6 +54,20 @@ export const STATEMENT = {
   mixedBatch: 'batch:mixed\u0000',
 } as const;
 
+/**
+ * The server's replies held in the relay (`stallReplies(pattern)`): on a connection that sent a
+ * statement containing the pattern, the statement still reaches the server and runs, and no reply
+ * reaches the client until `release()`, so the client's round trips stay in flight with no lock
+ * held in the database (and no lock_timeout to outlast). Other connections, and the start-up of
+ * new ones, flow as usual.
+ */
+export interface ReplyStall {
+  /** Statements containing the pattern forwarded to the server since the stall began. */
+  sent(): number;
+  /** Sends every held reply, in order, and forwards the next ones at once. */
+  release(): void;
+}
+
 export interface RelayStats {
   /** Client connections accepted since start. */
   readonly accepted: number;
@@ -86,6 +100,8 @@ export interface TcpRelay {
   flap(periodMs: number, forMs: number): Promise<void>;
   /** Arms a one-shot trap (see `RelayTrigger`); resolves when it fired, rejects after `timeoutMs`. */
   trigger(trap: RelayTrigger, timeoutMs?: number): Promise<void>;
+  /** Holds replies to statements containing `pattern` until the stall's `release()` (one at a time). */
+  stallReplies(pattern: string): ReplyStall;
   stats(): RelayStats;
   close(): Promise<void>;
 }
@@ -113,6 +129,7 @@ export async function startTcpRelay(options: TcpRelayOptions = {}): Promise<TcpR
   let outages = 0;
   let closed = false;
   let trap: ArmedTrap | null = null;
+  let stall: { readonly pattern: string; sent: number; readonly held: (() => void)[] } | null = null;
   let flapTimer: NodeJS.Timeout | null = null;
   let flapDone: (() => void) | null = null;
 
@@ -161,6 +178,8 @@ export async function startTcpRelay(options: TcpRelayOptions = {}): Promise<TcpR
     // Set when an `after-reply` trap let its statement through on this connection: the next reply
     // from the server is dropped and the connection cut.
     let swallowReply: ArmedTrap | null = null;
+    // Set when this connection sent a statement the current stall holds the replies of.
+    let stalledBy: typeof stall = null;
     client.on('data', (chunk: Buffer) => {
       if (mode === 'blackhole') return;
       const armed = trap;
@@ -172,6 +191,10 @@ export async function startTcpRelay(options: TcpRelayOptions = {}): Promise<TcpR
         trap = null;
         swallowReply = armed;
       }
+      if (stall !== null && chunk.includes(stall.pattern)) {
+        stall.sent += 1;
+        stalledBy = stall;
+      }
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
@@ -182,6 +205,12 @@ export async function startTcpRelay(options: TcpRelayOptions = {}): Promise<TcpR
         if (swallowed.action === 'down') goDown();
         else cutAll();
         swallowed.fire();
+        return;
+      }
+      if (stalledBy !== null && stalledBy === stall) {
+        stall.held.push(() => {
+          if (!client.destroyed) client.write(chunk);
+        });
         return;
       }
       client.write(chunk);
@@ -264,6 +293,18 @@ export async function startTcpRelay(options: TcpRelayOptions = {}): Promise<TcpR
           },
         };
       });
+    },
+    stallReplies(pattern) {
+      if (stall !== null) throw new Error('tcp relay: replies are stalled already');
+      const mine = { pattern, sent: 0, held: [] as (() => void)[] };
+      stall = mine;
+      return {
+        sent: () => mine.sent,
+        release: () => {
+          if (stall === mine) stall = null;
+          for (const write of mine.held.splice(0)) write();
+        },
+      };
     },
     stats() {
       return { accepted, refused, cut: cutCount, active: pairs.size, outages };
