@@ -76,8 +76,7 @@ begin
     -- made): then nothing may have done the effect, and this failure is the operation's.
     v_kept_unknown := v_att.operation_id = v_op_id
       and coalesce(v_att.retry_decision, 'previous_attempt_failed') not in ('previous_attempt_failed', 'input_continuation')
-      and exists (select 1 from attempts e where e.operation_id = v_op_id and e.number < v_att.number
-        and e.dispatch_state is distinct from 'not_sent');
+      and eg_maybe_sent_before(v_op_id, v_att.number);
     if coalesce(v_kept_unknown, false) then
       v_state := 'unknown';
     end if;
@@ -158,8 +157,7 @@ begin
   -- an attempt that had no outcome was the last piece of evidence the rule waited for.
   if v_number < v_latest and v_op_state = 'unknown' and p ->> 'dispatchState' = 'not_sent' then
     select * into v_last from attempts where operation_id = v_op_id and number = v_latest;
-    if v_last.kept_state is not null and not exists (select 1 from attempts e
-        where e.operation_id = v_op_id and e.number < v_latest and e.dispatch_state is distinct from 'not_sent') then
+    if v_last.kept_state is not null and not eg_maybe_sent_before(v_op_id, v_latest) then
       v_state := v_last.kept_state;
       v_key_state := case v_state when 'failed' then 'released' else 'awaiting_input' end;
       update dedupe_keys set state = v_key_state
