@@ -8,7 +8,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { ProxyAgent, request } from 'undici';
 import { expect, onTestFinished } from 'vitest';
 import { type CloseReport, createGate, type Gate } from '../../src/engine/index.js';
@@ -283,43 +282,6 @@ export async function poll<T>(fn: () => Promise<T | undefined>, timeoutMs: numbe
 }
 
 /** The attempts of `operationId` once all of them have an outcome; `undefined` after `timeoutMs`. */
-/** A lock on every chain head row, held from a connection of its own (see holdChainHeads). */
-export interface ChainHeadHold {
-  /** Resolves once `n` other backends of the database wait for a lock. */
-  waitFor(n: number): Promise<void>;
-  release(): Promise<void>;
-}
-
-/**
- * Holds every chain head row of the database at `url` (as a commit in flight holds one) until
- * `release()`: every governed write then waits at its event append, so a test can fill the
- * gate's group-commit lanes and make the calls behind them go as one batch, deterministically.
- * Straight to the database, never through a test's relay.
- */
-export async function holdChainHeads(url: string): Promise<ChainHeadHold> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  await client.query('begin');
-  await client.query('select 1 from chain_head for update');
-  return {
-    async waitFor(n) {
-      // By wait state, not by query text: a loaded machine was seen to report the text late.
-      const waiting = await poll(async () => {
-        const r = await client.query<{ n: number }>(
-          `select count(*)::int as n from pg_stat_activity where datname = current_database()
-           and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
-        );
-        return r.rows[0]!.n >= n ? true : undefined;
-      }, 10_000);
-      if (waiting === undefined) throw new Error(`holdChainHeads: ${n} backend(s) never waited`);
-    },
-    async release() {
-      await client.query('rollback').catch(() => undefined);
-      await client.end().catch(() => undefined);
-    },
-  };
-}
-
 export function outcomeRecorded(
   store: Store,
   operationId: string,

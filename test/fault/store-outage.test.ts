@@ -18,7 +18,6 @@ import {
   type Answer,
   CaseRecorder,
   COLLECTIONS,
-  holdChainHeads,
   honors,
   type InProcessGate,
   openFaultStore,
@@ -279,16 +278,19 @@ for (const target of storeTargets()) {
           when: 'after-reply',
           action: 'down',
         });
-        // While the chain heads are held no decide returns, so at most LANE round trips are in
-        // flight and the calls behind them queue: a batch forms, whatever order they arrive in.
-        const heads = await holdChainHeads(store.url);
+        // While the relay holds the store's replies no decide returns, so at most LANE round trips
+        // are in flight and the calls behind them queue: a batch forms, whatever order they arrive
+        // in. Nothing waits on a lock in the database (a held chain head would meet the hot
+        // functions' 4 s lock_timeout on a loaded machine).
+        const stall = relay.stallReplies(STATEMENT.decide);
         const answers = CALLS.map(({ collection, i }) =>
           agent.propose(dest.url, collection, `bdl-${i}`, 'run-a'),
         );
+        const sent = await poll(async () => (stall.sent() >= 1 ? true : undefined), 8_000);
+        if (sent === undefined) throw new Error('no decide reached the store');
         // Not longer: a decide that waits past its lease (pending_ttl 1 s) is not sent at all.
-        await heads.waitFor(1);
         await sleep(PENDING_TTL_MS * 0.3);
-        await heads.release();
+        stall.release();
         await trapped;
         await sleep(500);
         relay.up();
@@ -316,13 +318,16 @@ for (const target of storeTargets()) {
           when: 'after-reply',
           action: 'down',
         });
-        // Every call answers at once; while the chain heads are held no outcome write returns,
-        // so the ones behind the LANE in flight queue: a batch forms.
-        const heads = await holdChainHeads(store.url);
+        // Every call answers at once; while the relay holds the store's replies no outcome write
+        // returns, so the ones behind the LANE in flight queue: a batch forms. Nothing waits on a
+        // lock in the database (a held chain head would meet the hot functions' 4 s lock_timeout
+        // on a loaded machine).
+        const stall = relay.stallReplies(STATEMENT.recordOutcome);
         for (const arrival of arrivals) arrival.release();
-        await heads.waitFor(2);
+        const sent = await poll(async () => (stall.sent() >= 1 ? true : undefined), 8_000);
+        if (sent === undefined) throw new Error('no outcome write reached the store');
         await sleep(300);
-        await heads.release();
+        stall.release();
         await trapped;
         const back = sleep(1_000).then(() => relay.up());
         const first = (await Promise.all(answers)).map((a) => rec.answered(a));
