@@ -46,7 +46,8 @@ import type {
   StoreStats,
   UnsealedEvents,
 } from '../../src/store/types.js';
-import { type TrailStateMismatch, trailAttemptMismatches, trailStateMismatches } from './trail-states.js';
+import { trailMismatches } from './trail-check.js';
+import type { TrailMismatch } from './trail-events.js';
 
 export interface StoreTarget {
   readonly kind: 'pglite' | 'postgres';
@@ -332,18 +333,13 @@ class TestStoreHandle implements TestStore {
   }
 
   /**
-   * Closes the store, after checking that its trail agrees with its tables (trail-states.ts): every
+   * Closes the store, after checking that its trail agrees with its tables (trail-check.ts): every
    * suite that runs on a test store checks it, whatever it set out to test.
    */
   async close(): Promise<void> {
-    let lies: TrailStateMismatch[] = [];
+    let lies: TrailMismatch[] = [];
     try {
-      if (this.#trailCheckExempt === null) {
-        lies = [
-          ...(await trailStateMismatches(this.#inner.db)),
-          ...(await trailAttemptMismatches(this.#inner.db)),
-        ];
-      }
+      if (this.#trailCheckExempt === null) lies = await trailMismatches(this.#inner.db);
     } finally {
       try {
         await this.#inner.close();

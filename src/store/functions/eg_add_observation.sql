@@ -138,7 +138,8 @@ begin
     'payloadFingerprint', p -> 'payloadFingerprint', 'asOfAttemptId', p -> 'asOfAttemptId',
     'stateAtObservation', v_op.state)));
   perform eg_append_event(v_op_id, 'observation.' || v_kind, v_op_id, '{"input":' || p_input || ',"facts":' ||
-    json_build_object('observationId', v_id, 'result', v_result, 'stateChange', v_change, 'key', v_key_change,
+    json_build_object('observationId', v_id, 'observedAt', now(), 'result', v_result, 'stateChange', v_change,
+      'key', v_key_change,
       'approvalsWithdrawn', v_withdrawn)::text || '}');
   return json_build_object('observationId', v_id, 'operationId', v_op_id, 'kind', v_kind, 'result', v_result,
     'operationState', case when v_change is not null then v_to else v_op.state end, 'stateChange', v_change, 'key', v_key_change,

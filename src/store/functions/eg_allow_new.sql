@@ -8,6 +8,7 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
   declare
     v_op text := p ->> 'newOperationId';
     v_scope jsonb := p -> 'scope';
+    v_attempt json;
   begin
     insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
       run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule, window_ms)
@@ -15,13 +16,13 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
       p_key_hash, case when p_key_hash is null then null else p -> 'key' -> 'values' end,
       p ->> 'idempotencyHeader', p ->> 'runId', p ->> 'step', p ->> 'worker', p ->> 'agentVersion', p_supersedes,
       p ->> 'unknownRule', case when p_key_hash is not null then (p -> 'key' ->> 'windowMs')::numeric::bigint end);
-    perform eg_insert_attempt(p, v_op, 1, null, null, null, 1);
+    v_attempt := eg_insert_attempt(p, v_op, 1, null, null, null, 1, null);
     perform eg_decided(p, p_input, 'allow', p ->> 'keyError', v_op, p ->> 'newAttemptId', p_key_hash, v_op,
       json_build_object(
         'operation', json_build_object('opened', true, 'supersedesOperationId', p_supersedes),
-        'attempt', eg_attempt_facts(p, 1, null, null, null, null, 1),
+        'attempt', v_attempt,
         'key', case when p_key_hash is not null then json_build_object('expiresAt', eg_iso(p_expires_at)) end,
         'observation', p_extra -> 'observation', 'approval', p_extra -> 'approval',
         'outcomeLost', p_extra -> 'outcomeLost', 'closedOperation', p_extra -> 'closedOperation'));
-    return eg_allow(p, v_op, 1, null, null, null, p_supersedes);
+    return eg_allow(p, v_op, 1, null, null, null, p_supersedes, v_attempt);
   end $$;

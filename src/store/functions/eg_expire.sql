@@ -18,6 +18,7 @@ declare
   v_latest int;
   v_change jsonb;
   v_obs_id text := gen_random_uuid()::text;
+  v_error constant text := 'outcome_lost: no outcome was recorded before the reservation expired (pending_ttl)';
 begin
   select * into v_key from dedupe_keys where key_hash = p_key.key_hash for update;
   if v_key.state is distinct from 'pending' or v_key.expires_at >= now()
@@ -39,8 +40,7 @@ begin
       'key', case when p_key_to_unknown then jsonb_build_object('state', 'unknown') end);
   end if;
   -- recovered_at marks an outcome the gate did not see: a late real outcome is still accepted.
-  update attempts set dispatch_state = 'sent_no_response', recovered_at = now(),
-    error = 'outcome_lost: no outcome was recorded before the reservation expired (pending_ttl)'
+  update attempts set dispatch_state = 'sent_no_response', recovered_at = now(), error = v_error
   where id = v_att.id;
   select max(number) into v_latest from attempts where operation_id = v_op.id;
   if v_att.number = v_latest and v_op.state = 'open' then
@@ -57,6 +57,6 @@ begin
     p ->> 'decisionId');
   return jsonb_build_object('marked', true,
     'observation', jsonb_build_object('id', v_obs_id, 'kind', 'outcome_lost', 'result', 'marked_unknown'),
-    'operationId', v_op.id, 'attemptId', v_att.id, 'dispatchState', 'sent_no_response',
+    'operationId', v_op.id, 'attemptId', v_att.id, 'dispatchState', 'sent_no_response', 'error', v_error,
     'stateChange', v_change, 'key', case when p_key_to_unknown then jsonb_build_object('state', 'unknown') end);
 end $$;

@@ -1,5 +1,8 @@
 -- Inserts attempt p_number of operation p_operation_id for the proposal p, with its retry lineage
--- and the attempt budget it leaves (p_spent: the attempts that spent it, this one included).
+-- and the attempt budget it leaves (p_spent: the attempts that spent it, this one included), and
+-- returns the `attempt` facts of its decision.allow event: every column of the row the proposal
+-- does not carry itself, so the row can be made again from the events alone (the idempotency
+-- keys it chose included; eg_allow hands the one it sends to the gate).
 -- plpgsql, not `language sql`: PostgreSQL plans a SQL function's INSERT again on every call (98-106
 -- µs per allow, measured), while plpgsql keeps the plan for the session.
 -- The idempotency key it sends (migration 0013; p -> 'idempotency', null when none is sent): a
@@ -8,13 +11,15 @@
 -- the tool keeps it (agent_key: keep), else the gate's key for the operation: its id, or the first
 -- max_length hex characters of SHA-256(id) when the id is longer (idempotency-key.ts says the same).
 create or replace function eg_insert_attempt(p jsonb, p_operation_id text, p_number int, p_retry_of text,
-    p_retry_reason text, p_retry_decision text, p_spent int) returns void language plpgsql as $$
+    p_retry_reason text, p_retry_decision text, p_spent int, p_previous_fingerprint text) returns json
+    language plpgsql as $$
   declare
     v_idem jsonb := case when jsonb_typeof(p -> 'idempotency') = 'object' then p -> 'idempotency' end;
     v_max int := (v_idem ->> 'maxLength')::int;
     v_agent text := v_idem ->> 'agentKey';
     v_gate text;
     v_sent text;
+    v_budget int := coalesce((p ->> 'retryBudget')::int, 1);
   begin
     if v_idem is not null then
       v_gate := case when v_max is null or char_length(p_operation_id) <= v_max then p_operation_id
@@ -34,6 +39,10 @@ create or replace function eg_insert_attempt(p jsonb, p_operation_id text, p_num
       idempotency_key, agent_idempotency_key, gate_idempotency_key)
     values (p ->> 'newAttemptId', p_operation_id, p_number, p ->> 'decisionId', p ->> 'runId', p ->> 'step',
       p ->> 'worker', p_retry_of, p_retry_reason, p_retry_decision,
-      coalesce((p ->> 'retryBudget')::int, 1) - p_spent, p -> 'request', p ->> 'gateInstance',
+      v_budget - p_spent, p -> 'request', p ->> 'gateInstance',
       now() + eg_ms(p -> 'deadlineMs'), v_sent, left(v_agent, 255), v_gate);
+    return json_build_object('number', p_number, 'retryOfAttemptId', p_retry_of, 'retryReason', p_retry_reason,
+      'retryDecision', p_retry_decision, 'attemptBudget', v_budget, 'remainingAttempts', v_budget - p_spent,
+      'fingerprint', p -> 'request' ->> 'fingerprint', 'previousFingerprint', p_previous_fingerprint,
+      'idempotencyKey', v_sent, 'gateIdempotencyKey', v_gate);
   end $$;

@@ -191,7 +191,8 @@ begin
   end if;
 
   perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||
-    json_build_object('number', v_number, 'superseded', v_number < v_latest, 'late', coalesce(v_late, false),
+    json_build_object('number', v_number, 'finishedAt', now(), 'superseded', v_number < v_latest,
+      'late', coalesce(v_late, false),
       'keptUnknown', coalesce(v_kept_unknown, false),
       'stateChange', v_change,
       'key', case when v_owned then json_build_object('state', v_key_state,

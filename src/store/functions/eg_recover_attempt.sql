@@ -17,6 +17,7 @@ declare
   v_approval record;
   v_approval_id text;
   v_rule text;
+  v_error constant text := 'gate_restarted: the gate stopped before this attempt had an outcome';
 begin
   select a.id, a.operation_id, o.key_hash into v_candidate from attempts a
     join operations o on o.id = a.operation_id where a.id = p_attempt_id;
@@ -32,8 +33,7 @@ begin
   if not found then
     return null;
   end if;
-  update attempts set dispatch_state = 'sent_no_response', recovered_at = now(),
-    error = 'gate_restarted: the gate stopped before this attempt had an outcome'
+  update attempts set dispatch_state = 'sent_no_response', recovered_at = now(), error = v_error
   where id = v_att.id;
   if v_candidate.key_hash is not null then
     update dedupe_keys set state = 'unknown', expires_at = null
@@ -64,7 +64,8 @@ begin
   perform eg_append_event(v_op.id, 'attempt.recovered', v_op.id, '{"input":' || json_build_object(
       'attemptId', v_att.id, 'operationId', v_op.id, 'gateInstance', v_att.gate_instance, 'recoveredBy', v_me)::text ||
     ',"facts":' || json_build_object('observation', json_build_object('id', v_obs_id, 'kind', 'gate_restarted',
-      'result', 'marked_unknown'), 'dispatchState', 'sent_no_response', 'stateChange', v_change,
+      'result', 'marked_unknown'), 'dispatchState', 'sent_no_response', 'recoveredAt', now(), 'error', v_error,
+      'stateChange', v_change,
       'key', case when v_key_owned then json_build_object('state', 'unknown') end,
       'approvalId', v_approval_id)::text || '}');
   return json_build_object('operationId', v_op.id, 'attemptId', v_att.id, 'toolId', v_op.tool_id,

@@ -7,6 +7,7 @@ create or replace function eg_retry(p jsonb, p_input text, p_key_hash text, p_op
     language plpgsql as $$
   declare
     v_op_state text;
+    v_attempt json;
     v_reason text := case when p_retry_decision = 'input_continuation' then 'input_required'
       else eg_retry_reason(p, p_prev) end;
   begin
@@ -14,15 +15,15 @@ create or replace function eg_retry(p jsonb, p_input text, p_key_hash text, p_op
     if v_op_state is distinct from 'open' then
       update operations set state = 'open', updated_at = now() where id = p_op;
     end if;
-    perform eg_insert_attempt(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, p_spent);
+    v_attempt := eg_insert_attempt(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, p_spent,
+      p_prev.request ->> 'fingerprint');
     perform eg_decided(p, p_input, 'allow', p ->> 'keyError', p_op, p ->> 'newAttemptId', p_key_hash, p_op,
       json_build_object(
         'operation', json_build_object('opened', false, 'stateChange',
           case when v_op_state is distinct from 'open' then json_build_object('from', v_op_state, 'to', 'open') end),
-        'attempt', eg_attempt_facts(p, p_number, p_prev.id, v_reason, p_retry_decision,
-          p_prev.request ->> 'fingerprint', p_spent),
+        'attempt', v_attempt,
         'key', json_build_object('expiresAt', eg_iso(p_expires_at)),
         'observation', p_extra -> 'observation', 'approval', p_extra -> 'approval',
         'outcomeLost', p_extra -> 'outcomeLost'));
-    return eg_allow(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, null);
+    return eg_allow(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, null, v_attempt);
   end $$;

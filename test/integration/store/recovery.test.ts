@@ -246,19 +246,21 @@ for (const target of storeTargets()) {
       // The rule is recorded on the operation when it is created (0003): recovery needs no policies.
       const attempts = {
         hold: await inFlight('gate-x', { toolId: 'tool.hold', unknownRule: 'hold' }, keys.hold),
-        missing: await inFlight('gate-x', { toolId: 'tool.missing', unknownRule: 'honored' }, keys.missing),
+        missing: await inFlight('gate-x', { toolId: 'tool.missing', unknownRule: undefined }, keys.missing),
         honored: await inFlight('gate-x', { toolId: 'tool.honored', unknownRule: 'honored' }, keys.honored),
         reconcile: await inFlight(
           'gate-x',
-          { toolId: 'tool.reconcile', unknownRule: 'hold' },
+          { toolId: 'tool.reconcile', unknownRule: undefined },
           keys.reconcile,
         ),
       };
-      // Operations recorded before 0003 have no rule: the caller's rules, else hold.
-      await store.query(
-        `update operations set unknown_rule = null
+      // Operations recorded before 0003 have no rule (a proposal without one stands for them, so
+      // that their events lack it too): the caller's rules apply, else hold.
+      const ruleless = await store.query<{ unknown_rule: string | null }>(
+        `select unknown_rule from operations
           where id in ('${attempts.missing.operationId}', '${attempts.reconcile.operationId}')`,
       );
+      expect(ruleless).toEqual([{ unknown_rule: null }, { unknown_rule: null }]);
       const recovered = await store.recover(
         recoverInput({ exclusive: true, rules: { 'tool.reconcile': 'reconcile', 'tool.honored': 'hold' } }),
       );

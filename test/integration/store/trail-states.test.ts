@@ -1,12 +1,13 @@
 /**
- * The check every test store makes on close (test/helpers/trail-states.ts): that the state changes
- * the trail states for an operation chain to the state its row holds. Here it is shown to catch a
- * row changed behind the trail's back (an operation's state, an attempt's status), and to pass the
- * lifecycle of a retried operation.
+ * The check every test store makes on close (test/helpers/trail-check.ts): that the state changes
+ * the trail states for an operation chain to the state its row holds, and that the operation and
+ * attempt rows its events make equal the rows the store wrote. Here it is shown to catch a row
+ * changed behind the trail's back (an operation's state, an attempt's status, a time, the key an
+ * attempt sent), and to pass the lifecycle of a retried operation.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { trailAttemptMismatches, trailStateMismatches } from '../../helpers/trail-states.js';
+import { trailMismatches } from '../../helpers/trail-check.js';
 import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
 
 for (const target of storeTargets()) {
@@ -28,8 +29,7 @@ for (const target of storeTargets()) {
       const retry = await store.decide(reserve(newRun(), key));
       expectVerdict(retry, 'allow');
       await store.recordOutcome(outcome(retry, key, 'succeeded'));
-      expect(await trailStateMismatches(store.db)).toEqual([]);
-      expect(await trailAttemptMismatches(store.db)).toEqual([]);
+      expect(await trailMismatches(store.db)).toEqual([]);
     });
 
     it("finds an attempt's outcome that no event told", async () => {
@@ -38,9 +38,27 @@ for (const target of storeTargets()) {
       expectVerdict(allow, 'allow');
       await store.recordOutcome(outcome(allow, key, 'failed'));
       await store.query(`update attempts set status = 500 where id = '${allow.attemptId}'`);
-      expect(await trailAttemptMismatches(store.db)).toEqual([
-        expect.objectContaining({ operationId: allow.operationId, rowState: 'response_received 500' }),
+      expect(await trailMismatches(store.db)).toEqual([
+        expect.objectContaining({
+          operationId: allow.operationId,
+          problem: expect.stringMatching(/^attempt 1\.status: the row says 500, the events say \d+$/),
+        }),
       ]);
+      await store.query(`update attempts set status = null where id = '${allow.attemptId}'`);
+    });
+
+    it('finds a time and an idempotency key no event told', async () => {
+      const key = newKey();
+      const allow = await store.decide(reserve(newRun(), key));
+      expectVerdict(allow, 'allow');
+      await store.recordOutcome(outcome(allow, key, 'succeeded'));
+      await store.query(
+        `update attempts set finished_at = finished_at + interval '1 microsecond', idempotency_key = 'other'
+          where id = '${allow.attemptId}'`,
+      );
+      expect((await trailMismatches(store.db)).map((m) => m.problem.split(':')[0])).toEqual(
+        expect.arrayContaining(['attempt 1.finished_at', 'attempt 1.idempotency_key']),
+      );
     });
 
     it('finds a state the row holds that no event stated', async () => {
@@ -49,9 +67,14 @@ for (const target of storeTargets()) {
       expectVerdict(allow, 'allow');
       await store.recordOutcome(outcome(allow, key, 'succeeded'));
       await store.query(`update operations set state = 'failed' where id = '${allow.operationId}'`);
-      expect(await trailStateMismatches(store.db)).toEqual([
-        expect.objectContaining({ operationId: allow.operationId, rowState: 'failed' }),
-      ]);
+      expect(await trailMismatches(store.db)).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            operationId: allow.operationId,
+            problem: 'the trail ends at succeeded, the row says failed',
+          }),
+        ]),
+      );
     });
   });
 }
