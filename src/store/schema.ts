@@ -165,6 +165,8 @@ export interface DedupeKeysTable {
   confirmed_at: ColumnType<Date | null, never, never>;
   window_ends_at: ColumnType<Date | null, never, never>;
   destination_ref: string | null;
+  /** Migration 0021: the state of the operation the key names, written with it (eg_set_operation_state). */
+  operation_state: ColumnType<string | null, never, never>;
 }
 
 export interface EventsTable {

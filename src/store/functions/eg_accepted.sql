@@ -44,7 +44,7 @@ begin
       update dedupe_keys set state = 'confirmed', confirmed_at = now(), window_ends_at = now() + v_window,
         destination_ref = v_ref, expires_at = null
       where key_hash = v_key.key_hash;
-      update operations set state = v_to, updated_at = now() where id = v_op;
+      perform eg_set_operation_state(v_op, v_to);
       v_skips := eg_skip(p, v_key.key_hash, v_op);
       v_source := json_build_object('runId', v_key.run_id, 'step', v_key.step, 'operationId', v_op,
         'attemptId', v_key.attempt_id, 'confirmedAt', eg_iso(now()), 'destinationRef', v_ref);

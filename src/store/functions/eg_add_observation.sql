@@ -109,7 +109,7 @@ begin
     v_result := 'not_settled';
   elsif v_to is not null then
     v_result := v_to;
-    update operations set state = v_to, updated_at = now() where id = v_op_id;
+    perform eg_set_operation_state(v_op_id, v_to);
     v_change := json_build_object('from', v_op.state, 'to', v_to);
     if v_key.key_hash is not null and v_key.operation_id = v_op_id then
       if v_to = 'failed' then

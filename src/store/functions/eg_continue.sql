@@ -25,7 +25,7 @@ begin
   end if;
   update dedupe_keys set state = 'pending', attempt_number = v_key.attempt_number + 1,
     input_rounds = v_key.input_rounds + 1, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId',
-    step = p ->> 'step', expires_at = p_expires_at
+    step = p ->> 'step', expires_at = p_expires_at, operation_state = 'open'
   where key_hash = v_key.key_hash;
   return eg_retry(p, p_input, v_key.key_hash, v_key.operation_id, v_key.attempt_number + 1,
     v_key.attempt_number - v_key.input_rounds, v_prev,

@@ -98,7 +98,9 @@ begin
       end if;
     end if;
     if v_row.state = 'confirmed' and (v_row.window_ends_at is null or v_row.window_ends_at >= now()) then
-      select state into v_op_state from operations where id = v_row.operation_id;
+      -- The operation's state from the key row (migration 0021), not from the operation's row: the
+      -- duplicate reads one row. Null only for a key whose operation row is gone.
+      v_op_state := v_row.operation_state;
       -- A lookup made for this proposal is evidence even when another proposal settled the key first.
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
@@ -207,9 +209,9 @@ begin
 
     -- (e) Reserve the key: one atomic upsert decides ownership, across processes.
     insert into dedupe_keys as k (key_hash, tenant, area, agent, tool_id, state, operation_id, run_id, step,
-      attempt_id, attempt_number, created_at, expires_at)
+      attempt_id, attempt_number, created_at, expires_at, operation_state)
     values (v_hash, v_tenant, v_area, v_agent, p ->> 'toolId', 'pending', v_new_op, v_run, p ->> 'step',
-      p ->> 'newAttemptId', 1, now(), v_expires)
+      p ->> 'newAttemptId', 1, now(), v_expires, 'open')
     on conflict (key_hash) do update set
       state = 'pending',
       -- A released or lost (expired pending) reservation of an operation still inside the window is
@@ -232,7 +234,9 @@ begin
       expires_at = excluded.expires_at,
       confirmed_at = null,
       window_ends_at = null,
-      destination_ref = null
+      destination_ref = null,
+      -- A new operation starts open, and a retry reopens its own (eg_retry).
+      operation_state = 'open'
     where (k.state = 'released'
         or (k.state = 'pending' and k.expires_at < now())
         or (k.state = 'confirmed' and k.window_ends_at < now()))

@@ -44,7 +44,7 @@ begin
   where id = v_att.id;
   select max(number) into v_latest from attempts where operation_id = v_op.id;
   if v_att.number = v_latest and v_op.state = 'open' then
-    update operations set state = 'unknown', updated_at = now() where id = v_op.id;
+    perform eg_set_operation_state(v_op.id, 'unknown');
     v_change := jsonb_build_object('from', v_op.state, 'to', 'unknown');
   end if;
   if p_key_to_unknown then

@@ -35,6 +35,8 @@ declare
   v_key_state text;
   v_owned boolean := false;
   v_op_state text;
+  v_final text;
+  v_key_op_state text;
   v_number int;
   v_latest int;
   v_change json;
@@ -92,13 +94,27 @@ begin
       state = v_key_state,
       confirmed_at = case when v_succeeded then now() end,
       window_ends_at = case when v_succeeded then now() + v_window end,
-      destination_ref = case when v_succeeded or v_state = 'accepted' then p ->> 'destinationRef' end
+      destination_ref = case when v_succeeded or v_state = 'accepted' then p ->> 'destinationRef' end,
+      -- The operation's state as the rule below will set it (migration 0021), written with the
+      -- key's own so the hot outcome writes the key row once: an owned key's attempt is the
+      -- latest, so an open or unknown operation takes the outcome, and any but a settled success
+      -- takes a success. The column is the operation's state before this outcome.
+      operation_state = case when operation_state in ('open', 'unknown')
+          or (v_succeeded and operation_state in ('failed', 'cancelled', 'accepted'))
+        then v_state else operation_state end
     where key_hash = v_key_hash and operation_id = v_op_id
       and ((state in ('pending', 'unknown') and attempt_id = v_attempt_id)
         -- A success is proof the effect happened, whichever attempt of the operation reports it
         -- (a late outcome of an attempt that a retry superseded): the key is confirmed.
-        or (v_succeeded and state in ('pending', 'unknown', 'released', 'awaiting_input', 'accepted')));
+        or (v_succeeded and state in ('pending', 'unknown', 'released', 'awaiting_input', 'accepted')))
+    returning operation_state into v_key_op_state;
     v_owned := found;
+    -- A key this outcome does not move may still name the operation (a late outcome of an attempt
+    -- a retry superseded): locked now, before the operation (the global lock order), for the
+    -- writes below that bring it along.
+    if not v_owned then
+      perform 1 from dedupe_keys where key_hash = v_key_hash and operation_id = v_op_id for update;
+    end if;
   end if;
   -- Accepted, but the key is not this operation's any more: nothing can hold the work it does for
   -- it, and the destination is doing it, so the operation stays accepted without a key (settled
@@ -113,6 +129,7 @@ begin
   if not found then
     raise exception 'effectgate: no operation %', v_op_id;
   end if;
+  v_final := v_op_state;
 
   update attempts set
     dispatch_state = p ->> 'dispatchState',
@@ -160,8 +177,9 @@ begin
     if v_last.kept_state is not null and not eg_maybe_sent_before(v_op_id, v_latest) then
       v_state := v_last.kept_state;
       v_key_state := case v_state when 'failed' then 'released' else 'awaiting_input' end;
-      update dedupe_keys set state = v_key_state
-      where key_hash = v_key_hash and operation_id = v_op_id and attempt_id = v_last.id and state = 'unknown';
+      update dedupe_keys set state = v_key_state, operation_state = v_state
+      where key_hash = v_key_hash and operation_id = v_op_id and attempt_id = v_last.id and state = 'unknown'
+      returning operation_state into v_key_op_state;
       v_owned := found;
       if v_state = 'open' and not v_owned then
         v_state := 'cancelled';
@@ -178,6 +196,7 @@ begin
       or (v_succeeded and v_op_state in ('open', 'unknown', 'failed', 'cancelled', 'accepted')))
       and v_op_state is distinct from v_state then
     update operations set state = v_state, updated_at = now() where id = v_op_id;
+    v_final := v_state;
     -- byAttempt: the state is a later attempt's kept answer, which this outcome set free.
     v_change := case when v_settles is null then json_build_object('from', v_op_state, 'to', v_state)
       else json_build_object('from', v_op_state, 'to', v_state, 'byAttempt', v_settles) end;
@@ -188,6 +207,13 @@ begin
       perform eg_withdraw_approvals(v_op_id,
         case when v_state = 'open' then 'open, the tool asked for input' else v_state end);
     end if;
+  end if;
+
+  -- The key's copy of the operation's state, where the writes above did not leave it right (a key
+  -- that still names the operation but that this outcome did not move).
+  if v_key_hash is not null and v_key_op_state is distinct from v_final then
+    update dedupe_keys set operation_state = v_final
+    where key_hash = v_key_hash and operation_id = v_op_id and operation_state is distinct from v_final;
   end if;
 
   perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||

@@ -44,7 +44,7 @@ begin
   v_change := null;
   if v_att.number = v_latest and v_op.state in ('open', 'unknown') then
     if v_op.state <> 'unknown' then
-      update operations set state = 'unknown', updated_at = now() where id = v_op.id;
+      perform eg_set_operation_state(v_op.id, 'unknown');
       v_change := json_build_object('from', v_op.state, 'to', 'unknown');
     end if;
   end if;

@@ -13,6 +13,8 @@ create or replace function eg_retry(p jsonb, p_input text, p_key_hash text, p_op
   begin
     select state into v_op_state from operations where id = p_op for update;
     if v_op_state is distinct from 'open' then
+      -- Not eg_set_operation_state: the caller's move of the key to this attempt already set the
+      -- key's operation_state to open.
       update operations set state = 'open', updated_at = now() where id = p_op;
     end if;
     v_attempt := eg_insert_attempt(p, p_op, p_number, p_prev.id, v_reason, p_retry_decision, p_spent,

@@ -19,11 +19,11 @@ begin
   update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,
     input_rounds = 0, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step',
     created_at = now(), expires_at = p_expires_at, confirmed_at = null, window_ends_at = null,
-    destination_ref = null
+    destination_ref = null, operation_state = 'open'
   where key_hash = v_key.key_hash;
   select state into v_old_state from operations where id = v_key.operation_id for update;
   if v_old_state = 'open' then
-    update operations set state = 'cancelled', updated_at = now() where id = v_key.operation_id;
+    perform eg_set_operation_state(v_key.operation_id, 'cancelled');
     perform eg_withdraw_approvals(v_key.operation_id, 'cancelled, superseded while it awaited input');
   end if;
   -- A lookup made for this proposal (the key left unknown while the gate looked) is evidence too.

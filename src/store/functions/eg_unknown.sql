@@ -69,7 +69,7 @@ begin
       update dedupe_keys set state = 'confirmed', confirmed_at = now(), window_ends_at = now() + v_window,
         destination_ref = v_ref, expires_at = null
       where key_hash = v_key.key_hash;
-      update operations set state = v_to, updated_at = now() where id = v_op;
+      perform eg_set_operation_state(v_op, v_to);
       perform eg_withdraw_approvals(v_op, v_to);
       v_skips := eg_skip(p, v_key.key_hash, v_op);
       v_source := json_build_object('runId', v_key.run_id, 'step', v_key.step, 'operationId', v_op,
@@ -162,13 +162,15 @@ begin
     if v_changed then
       update dedupe_keys set state = 'pending', operation_id = p ->> 'newOperationId', attempt_number = 1,
         input_rounds = 0, attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', created_at = now(),
-        expires_at = p_expires_at, confirmed_at = null, window_ends_at = null, destination_ref = null
+        expires_at = p_expires_at, confirmed_at = null, window_ends_at = null, destination_ref = null,
+        operation_state = 'open'
       where key_hash = v_key.key_hash;
       return eg_allow_new(p, p_input, v_key.key_hash, p_expires_at, v_op,
         jsonb_build_object('observation', v_obs, 'approval', v_used, 'outcomeLost', p_lost));
     end if;
     update dedupe_keys set state = 'pending', attempt_number = v_key.attempt_number + 1,
-      attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', expires_at = p_expires_at
+      attempt_id = p ->> 'newAttemptId', run_id = p ->> 'runId', step = p ->> 'step', expires_at = p_expires_at,
+      operation_state = 'open'
     where key_hash = v_key.key_hash;
     return eg_retry(p, p_input, v_key.key_hash, v_op, v_key.attempt_number + 1,
       v_key.attempt_number + 1 - v_key.input_rounds, v_prev, v_decision, p_expires_at,

@@ -50,6 +50,12 @@ export const MIGRATION_SETTING = 'functions_migration';
  */
 const CREATED_FIRST: readonly string[] = ['eg_ms'];
 
+/**
+ * Run after the definitions, in their transaction: brings the facts key rows copy from other rows
+ * up to date, over what the previous definitions wrote while they were live (eg_sync_heads.sql).
+ */
+const SYNC_FUNCTION = 'eg_sync_heads';
+
 /** Any fixed number, taken by this step only: 'egfn' in ASCII. */
 const LOCK_KEY = 0x6567666e;
 
@@ -111,7 +117,8 @@ export interface FunctionsWriter {
  * Makes the live functions exactly the files, unless the checksum stored by the last run says
  * they already are: drops every eg_ function of the current schema but the triggers' (so an old
  * signature or a function whose file is gone goes too), creates every file, stores the checksum
- * and who wrote them. One transaction, so a failure leaves the previous functions in place; under
+ * and who wrote them, then brings the key rows' copies up to date (SYNC_FUNCTION). One
+ * transaction, so a failure leaves the previous functions in place; under
  * an advisory lock, so concurrent gate starts take turns and only the first one redefines
  * anything, and `writer.check` sees what the last one wrote. Each file is one statement, one
  * query (PGlite's extended protocol runs one statement at a time).
@@ -160,6 +167,7 @@ export async function applyFunctions(db: Kysely<Database>, writer: FunctionsWrit
         });
       }
     }
+    await sql`select ${sql.raw(SYNC_FUNCTION)}()`.execute(trx);
     await upsertSettings(trx, [{ name: CHECKSUM_SETTING, value: checksum }, ...marks]);
     return true;
   });

@@ -18,6 +18,7 @@ import { migration0017 } from './0017-attempt-key-index/index.js';
 import { migration0018 } from './0018-audit-checkpoints/index.js';
 import { migration0019 } from './0019-decision-projection/index.js';
 import { migration0020 } from './0020-kept-outcomes/index.js';
+import { migration0021 } from './0021-operation-state/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -48,6 +49,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0018-audit-checkpoints': migration0018,
   '0019-decision-projection': migration0019,
   '0020-kept-outcomes': migration0020,
+  '0021-operation-state': migration0021,
 };
 
 export const migrationProvider: MigrationProvider = {
