@@ -15,6 +15,13 @@ import { createBenchDatabase } from './stores.js';
 
 const adminUrl = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const n = Number(process.argv[3] ?? 2000);
+interface TableRow {
+  relname: string;
+  scans: string;
+  ins: string;
+  upd: string;
+  hot: string;
+}
 interface FunctionRow {
   funcname: string;
   calls: string;
@@ -89,6 +96,20 @@ try {
       const calls = Number(r.calls);
       console.log(
         `  ${r.funcname.padEnd(24)} ${String(calls).padStart(6)}  ${((r.total_time * 1000) / calls).toFixed(1).padStart(14)}  ${((r.self_time * 1000) / calls).toFixed(1).padStart(13)}  ${((r.self_time * 1000) / n).toFixed(1).padStart(10)}`,
+      );
+    }
+    // Which tables a call reads and writes: index probes and row changes per call, from the same
+    // statistics (exact counts, unlike the times: they do not depend on the machine being quiet).
+    const tables = await admin.query<TableRow>(
+      `select relname, (coalesce(idx_scan, 0) + seq_scan)::text as scans, n_tup_ins::text as ins,
+         n_tup_upd::text as upd, n_tup_hot_upd::text as hot from pg_stat_user_tables
+       where coalesce(idx_scan, 0) + seq_scan + n_tup_ins + n_tup_upd > 0 order by relname`,
+    );
+    console.log(`  table                  scans   inserts   updates (HOT)   per ${what.split(' ')[0]}`);
+    for (const t of tables.rows) {
+      const per = (v: string): string => (Number(v) / n).toFixed(2);
+      console.log(
+        `  ${t.relname.padEnd(20)} ${per(t.scans).padStart(7)} ${per(t.ins).padStart(9)} ${per(t.upd).padStart(9)} (${per(t.hot)})`,
       );
     }
   };

@@ -65,7 +65,8 @@ describe('effectgate migrate and audit verify', () => {
     const bad = await runCli(['audit', 'verify', '--store', store]);
     expect(bad.code).toBe(1);
     expect(bad.stdout).toMatch(/BROKEN.*seq \d+/);
-  });
+    // Two CLI processes and two store opens: about 10 s each on a loaded 2-core machine.
+  }, 90_000);
 });
 
 describe('--help and --version', () => {
