@@ -33,6 +33,8 @@ export interface RunKeySkipsTable {
   agent: string;
   run_id: string;
   key_hash: string;
+  /** The operation whose duplicates `skips` counts: a new operation of the key counts from one again. */
+  operation_id: string;
   skips: number;
   shadow_skips: number;
   /** The call of the last counted skip (migration 0014): `key:<the agent's idempotency key>`. */
@@ -152,7 +154,7 @@ export interface DedupeKeysTable {
   area: string;
   agent: string;
   tool_id: string;
-  state: 'pending' | 'confirmed' | 'unknown' | 'released' | 'awaiting_input';
+  state: 'pending' | 'confirmed' | 'unknown' | 'released' | 'awaiting_input' | 'accepted';
   operation_id: string;
   run_id: string | null;
   step: string | null;
