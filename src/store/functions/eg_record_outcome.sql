@@ -37,6 +37,7 @@ declare
   v_op_state text;
   v_final text;
   v_key_op_state text;
+  v_key_names boolean := false;
   v_number int;
   v_latest int;
   v_change json;
@@ -109,11 +110,14 @@ begin
         or (v_succeeded and state in ('pending', 'unknown', 'released', 'awaiting_input', 'accepted')))
     returning operation_state into v_key_op_state;
     v_owned := found;
+    v_key_names := v_owned;
     -- A key this outcome does not move may still name the operation (a late outcome of an attempt
-    -- a retry superseded): locked now, before the operation (the global lock order), for the
-    -- writes below that bring it along.
+    -- a retry superseded): locked now, before the operation (the global lock order), and its copy
+    -- read, for the writes below that bring it along.
     if not v_owned then
-      perform 1 from dedupe_keys where key_hash = v_key_hash and operation_id = v_op_id for update;
+      select operation_state into v_key_op_state from dedupe_keys
+      where key_hash = v_key_hash and operation_id = v_op_id for update;
+      v_key_names := found;
     end if;
   end if;
   -- Accepted, but the key is not this operation's any more: nothing can hold the work it does for
@@ -209,11 +213,11 @@ begin
     end if;
   end if;
 
-  -- The key's copy of the operation's state, where the writes above did not leave it right (a key
-  -- that still names the operation but that this outcome did not move).
-  if v_key_hash is not null and v_key_op_state is distinct from v_final then
-    update dedupe_keys set operation_state = v_final
-    where key_hash = v_key_hash and operation_id = v_op_id and operation_state is distinct from v_final;
+  -- The key's copy of the operation's state, where the writes above did not leave it right: a key
+  -- that names the operation but that this outcome did not move. (Were the key update's CASE ever
+  -- to disagree with the rule above, this corrects the copy, at the cost of a second write.)
+  if v_key_names and v_key_op_state is distinct from v_final then
+    update dedupe_keys set operation_state = v_final where key_hash = v_key_hash and operation_id = v_op_id;
   end if;
 
   perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||
