@@ -10,7 +10,8 @@
  *   the proposal (input) and the facts the store chose (facts.attempt), dated decidedAt;
  * - an outcome (attempt.outcome): the input's outcome columns, at facts.finishedAt, and the
  *   kept answer when the operation was kept unknown (facts.keptUnknown);
- * - a lost outcome found by a proposal (facts.outcomeLost, dated by its decision) or a recovery
+ * - a lost outcome found by a proposal (facts.outcomeLost of its decision, or of the
+ *   operation.key_taken event when the proposal opened another operation) or a recovery
  *   (attempt.recovered, at facts.recoveredAt): sent_no_response with the error they state;
  * - every state change, wherever it is stated: the operation's state, and its updated_at at the
  *   time of the event that stated it.
@@ -19,7 +20,7 @@
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { TrailEvent, TrailMismatch } from './trail-events.js';
-import type { StateChange } from './trail-states.js';
+import { eventTime, type StateChange } from './trail-states.js';
 
 type Row = Record<string, unknown>;
 
@@ -62,6 +63,8 @@ function canon(v: unknown): unknown {
 interface Rebuilt {
   readonly operations: Map<string, Row>;
   readonly attempts: Map<string, Row>;
+  /** Attempts marked lost by an event that is not their operation's own (on another chain). */
+  readonly strayLost: { operationId: string; type: string }[];
 }
 
 function openFromAllow(e: TrailEvent, out: Rebuilt): void {
@@ -166,14 +169,19 @@ export function rowsFromEvents(
   events: readonly TrailEvent[],
   told: ReadonlyMap<string, readonly StateChange[]>,
 ): Rebuilt {
-  const out: Rebuilt = { operations: new Map(), attempts: new Map() };
+  const out: Rebuilt = { operations: new Map(), attempts: new Map(), strayLost: [] };
   for (const e of events) {
     const decision = e.payload['decision'] as Row | undefined;
     const facts = (e.payload['facts'] ?? {}) as Row;
     // A lost outcome found on the way came before the decision that found it.
     const lost = facts['outcomeLost'] as Row | null | undefined;
     if (lost?.['marked'] === true && lost['alreadyMarked'] !== true) {
-      markLost(out.attempts.get(String(lost['attemptId'])), lost['error'], micros(decision?.['decidedAt']));
+      const attempt = out.attempts.get(String(lost['attemptId']));
+      // A projection reads one chain at a time: the marking must be on the operation's own chain.
+      const operationId = str(attempt?.['operation_id']);
+      if (operationId !== null && operationId !== e.operationId)
+        out.strayLost.push({ operationId, type: e.type });
+      markLost(attempt, lost['error'], micros(eventTime(e)));
     }
     if (e.type === 'decision.allow' && decision?.['attemptId']) openFromAllow(e, out);
     else if (e.type === 'attempt.outcome') settle(e, out);
@@ -243,5 +251,7 @@ export async function rowMismatches(
     if (!have.has(id))
       report(String(a['operation_id']), [`attempt ${id}: the events open it, no row holds it`]);
   }
+  for (const { operationId, type } of rebuilt.strayLost)
+    report(operationId, [`a ${type} event of another operation marks its attempt lost (another chain)`]);
   return out;
 }

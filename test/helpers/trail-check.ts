@@ -2,12 +2,14 @@
  * The check every test store makes as it closes (store.ts): the trail must agree with the tables.
  * The events are read once; the state changes they state must chain to each operation's state
  * (trail-states.ts), and the operation and attempt rows they make must equal the rows the store
- * wrote (rows-from-events.ts). And each key row's copy of its operation's state (migration 0021)
+ * wrote (rows-from-events.ts), and so must the rows the store's own projection makes from them
+ * (projected-rows.ts). And each key row's copy of its operation's state (migration 0021)
  * must be that operation's state.
  */
 
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
+import { projectedRowMismatches } from './projected-rows.js';
 import { rowMismatches, rowsFromEvents } from './rows-from-events.js';
 import { readTrail, type TrailMismatch } from './trail-events.js';
 import { stateMismatches, toldStateChanges } from './trail-states.js';
@@ -22,6 +24,7 @@ export async function trailMismatches(db: Kysely<any>): Promise<TrailMismatch[]>
     ...stateMismatches(ops, told),
     ...(await rowMismatches(db, rowsFromEvents(events, told))),
     ...(await keyStateMismatches(db)),
+    ...(await projectedRowMismatches(db)),
   ];
 }
 

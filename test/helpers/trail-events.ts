@@ -1,6 +1,7 @@
 /**
- * A store's events as the trail checks read them (trail-check.ts): every event once, in the
- * trail's order, its payload parsed.
+ * A store's events as the trail checks read them (trail-check.ts): every event once, its payload
+ * parsed, one chain after another in seq order, as a projection reads them: every change of an
+ * operation is told on its own chain (src/store/functions/README.md, "Events").
  */
 
 import type { Kysely } from 'kysely';
@@ -31,7 +32,7 @@ export async function readTrail(db: Kysely<any>): Promise<TrailEvent[] | null> {
        and to_regclass('events') is not null as ok`.execute(db);
   if (ok[0]?.ok !== true) return null;
   const { rows } = await sql<{ type: string; operation_id: string | null; payload: string }>`
-    select type, operation_id, payload from events order by recorded_at_us, chain, seq`.execute(db);
+    select type, operation_id, payload from events order by chain, seq`.execute(db);
   return rows.map((r) => ({
     type: r.type,
     operationId: r.operation_id,

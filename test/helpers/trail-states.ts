@@ -14,16 +14,19 @@ export interface StateChange {
   readonly where: string;
   /** The transaction's time as the event states it (ISO), or null when the event states none. */
   readonly at: string | null;
+  /** Whether the event that states it is the operation's own (on its chain, in its order). */
+  readonly own: boolean;
 }
 
 /**
  * The time of the transaction that wrote an event, as the event itself states it: a decision's
- * decidedAt, an outcome's finishedAt, a recovery's recoveredAt, an observation's observedAt.
+ * decidedAt, an outcome's finishedAt, a recovery's recoveredAt, an observation's observedAt, a
+ * taken key's takenAt (operation.key_taken).
  */
 export function eventTime(e: TrailEvent): string | null {
   const p = e.payload as { decision?: { decidedAt?: string }; facts?: Record<string, unknown> };
   const f = p.facts ?? {};
-  const at = p.decision?.decidedAt ?? f['finishedAt'] ?? f['recoveredAt'] ?? f['observedAt'];
+  const at = p.decision?.decidedAt ?? f['finishedAt'] ?? f['recoveredAt'] ?? f['observedAt'] ?? f['takenAt'];
   return typeof at === 'string' ? at : null;
 }
 
@@ -68,7 +71,7 @@ export function toldStateChanges(events: readonly TrailEvent[]): Map<string, Sta
     const at = eventTime(e);
     changesIn(payload.facts, own, e.type, (op, c) => {
       const list = told.get(op) ?? [];
-      list.push({ ...c, at });
+      list.push({ ...c, at, own: e.operationId === op });
       told.set(op, list);
     });
   }
@@ -91,6 +94,11 @@ export function stateMismatches(
     }
     if (problem === null && state !== op.state)
       problem = `the trail ends at ${state}, the row says ${op.state}`;
+    // A projection reads one chain at a time: a change told only on another chain would be applied
+    // there out of the operation's order.
+    const stray = changes.find((c) => !c.own);
+    if (problem === null && stray !== undefined)
+      problem = `${stray.where}: told by an event that is not the operation's own (another chain)`;
     if (problem !== null) {
       out.push({
         operationId: op.id,

@@ -84,10 +84,12 @@ for (const target of storeTargets()) {
       ]);
       expect((await store.getOperation(first.operationId))?.state).toBe('unknown');
       // The hold event carries the expiry as a fact: the trail says why the attempt became unknown.
-      const [event] = await store.query<{ payload: string }>(
-        `select payload from events where type = 'decision.hold'
+      // It changed the operation, so it is the operation's own event, on its chain.
+      const [event] = await store.query<{ payload: string; operation_id: string }>(
+        `select payload, operation_id from events where type = 'decision.hold'
           and (payload::jsonb -> 'input' ->> 'decisionId') = '${next.decisionId}'`,
       );
+      expect(event!.operation_id).toBe(first.operationId);
       expect(JSON.parse(event!.payload).facts.outcomeLost).toMatchObject({
         marked: true,
         attemptId: first.attemptId,
@@ -226,6 +228,30 @@ for (const target of storeTargets()) {
       expect(fresh.operationId).not.toBe(first.operationId);
       expect(await attemptsOf(first.operationId)).toMatchObject([{ dispatch_state: 'sent_no_response' }]);
       expect((await store.getOperation(first.operationId))?.state).toBe('unknown');
+      // The new operation's allow names the change; the old operation's own event states it, on
+      // its chain, so a projection reading one chain at a time sees it in that operation's order.
+      const events = await store.query<{ type: string; operation_id: string; payload: string }>(
+        `select type, operation_id, payload from events where operation_id in ('${first.operationId}', '${fresh.operationId}')
+          and type in ('decision.allow', 'operation.key_taken') order by recorded_at_us`,
+      );
+      const byType = new Map(events.map((e) => [`${e.type} ${e.operation_id}`, JSON.parse(e.payload)]));
+      expect(byType.get(`decision.allow ${fresh.operationId}`).facts.outcomeLost).toEqual({
+        operationId: first.operationId,
+        attemptId: first.attemptId,
+        statedBy: 'operation.key_taken',
+      });
+      expect(byType.get(`operation.key_taken ${first.operationId}`)).toMatchObject({
+        input: { operationId: first.operationId, takenBy: fresh.operationId, decisionId: fresh.decisionId },
+        facts: {
+          outcomeLost: {
+            marked: true,
+            attemptId: first.attemptId,
+            stateChange: { from: 'open', to: 'unknown' },
+          },
+          stateChange: null,
+        },
+      });
+      expect((await verifyStoreChain(store)).ok).toBe(true);
     });
 
     it('a changed request after a lost reservation is held, never let out as an honored retry', async () => {

@@ -196,8 +196,16 @@ for (const target of storeTargets()) {
       expect(JSON.parse(event!.payload)).toMatchObject({
         facts: {
           operation: { opened: true, supersedesOperationId: first.operationId },
-          closedOperation: { id: first.operationId, stateChange: { from: 'open', to: 'cancelled' } },
+          closedOperation: { id: first.operationId, statedBy: 'operation.key_taken' },
         },
+      });
+      // The cancellation itself is told by the old operation's own event, on its chain.
+      const [taken] = await store.query<{ payload: string }>(
+        `select payload from events where type = 'operation.key_taken' and operation_id = '${first.operationId}'`,
+      );
+      expect(JSON.parse(taken!.payload)).toMatchObject({
+        input: { operationId: first.operationId, takenBy: changed.operationId, keyHash: key.hash },
+        facts: { stateChange: { from: 'open', to: 'cancelled' }, outcomeLost: null },
       });
       expect((await verifyStoreChain(store)).ok).toBe(true);
     });

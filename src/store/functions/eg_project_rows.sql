@@ -1,0 +1,115 @@
+-- The operation and attempt rows made from the events, in one statement: the projection that is
+-- to replace the hot path's own writes of those rows (src/store/README.md, "Next"). Not called by
+-- the gate yet: today every test store, as it closes, rebuilds both tables with it from the events
+-- alone and compares them with the rows the functions wrote (test/helpers/projected-rows.ts).
+--
+-- Takes, of each chain p_chains[n], the events with seq in (p_after[n], p_through[n]], which is
+-- how a projector that keeps a frontier per chain reads them. Only an operation's own events
+-- (operation_id set) change its rows, and every change of an operation is told on its own chain
+-- (README.md, "Events"), so one chain read in seq order is each of its operations' history in
+-- order, and the chains are independent of each other. Within the events taken, an operation's
+-- state is its last stated change, and an attempt's row is the union of what its events state:
+-- the proposal (decision.allow), a lost outcome (a decision's outcomeLost, attempt.recovered) and
+-- its outcome (attempt.outcome), the outcome's columns winning over the lost outcome's: an attempt
+-- is marked lost only while it has no outcome, and its late outcome is still recorded. So each row
+-- is written once per call, whatever number of events it takes, which is where the projection
+-- saves over the hot path's insert-then-update.
+--
+-- What each column is made of mirrors the functions that write it today (eg_allow_new,
+-- eg_insert_attempt, eg_record_outcome, eg_expire, eg_recover_attempt, eg_set_operation_state).
+create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_through bigint[])
+    returns void language plpgsql as $$
+  begin
+    with ev as materialized (
+      select e.chain, e.seq, e.type, e.operation_id as op, x.p -> 'input' as i, x.p -> 'decision' as d,
+        x.p -> 'facts' as f,
+        -- The time of the transaction that wrote it, as the event states it.
+        coalesce(x.p -> 'decision' ->> 'decidedAt', x.p -> 'facts' ->> 'finishedAt',
+          x.p -> 'facts' ->> 'recoveredAt', x.p -> 'facts' ->> 'observedAt',
+          x.p -> 'facts' ->> 'takenAt')::timestamptz as at
+      from unnest(p_chains, p_after, p_through) as r(chain, after_seq, through_seq)
+      join events e on e.chain = r.chain and e.seq > r.after_seq and e.seq <= r.through_seq
+      cross join lateral (select e.payload::jsonb as p) x
+      where e.operation_id is not null
+    ), changed as (
+      -- An event's last change of its operation: a lost outcome found on the way comes before the
+      -- rest of the decision that found it (a retry reopens what the lost outcome made unknown).
+      select distinct on (op) op, at,
+        coalesce(f -> 'operation' -> 'stateChange' ->> 'to', f -> 'stateChange' ->> 'to',
+          f -> 'outcomeLost' -> 'stateChange' ->> 'to') as state
+      from ev
+      where coalesce(f -> 'operation' -> 'stateChange' ->> 'to', f -> 'stateChange' ->> 'to',
+          f -> 'outcomeLost' -> 'stateChange' ->> 'to') is not null
+      order by op, seq desc
+    ), opened as (
+      select ev.*, (ev.f -> 'operation' ->> 'opened')::boolean as new_op, ev.f -> 'attempt' as att
+      from ev where ev.type = 'decision.allow' and ev.d ->> 'attemptId' is not null
+    ), outcome as (
+      select i ->> 'attemptId' as id, i, f from ev where type = 'attempt.outcome'
+    ), lost as (
+      select distinct on (id) id, error, at from (
+        select f -> 'outcomeLost' ->> 'attemptId' as id, f -> 'outcomeLost' ->> 'error' as error, at, seq from ev
+        where (f -> 'outcomeLost' ->> 'marked')::boolean and (f -> 'outcomeLost' ->> 'alreadyMarked') is distinct from 'true'
+        union all
+        select i ->> 'attemptId', f ->> 'error', at, seq from ev where type = 'attempt.recovered'
+      ) l order by id, seq desc
+    ), new_operations as (
+      insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
+        run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule, window_ms, created_at, updated_at)
+      select a.op, a.i ->> 'toolId', a.i -> 'scope' ->> 'tenant', a.i -> 'scope' ->> 'area', a.i -> 'scope' ->> 'agent',
+        coalesce(c.state, 'open'), a.d ->> 'keyHash',
+        case when a.d ->> 'keyHash' is not null then a.i -> 'key' -> 'values' end,
+        a.i ->> 'idempotencyHeader', a.i ->> 'runId', a.i ->> 'step', a.i ->> 'worker', a.i ->> 'agentVersion',
+        a.f -> 'operation' ->> 'supersedesOperationId', a.i ->> 'unknownRule',
+        case when a.d ->> 'keyHash' is not null then (a.i -> 'key' ->> 'windowMs')::numeric::bigint end,
+        a.at, coalesce(c.at, a.at)
+      from opened a left join changed c on c.op = a.op
+      where a.new_op
+    ), old_operations as (
+      update operations o set state = c.state, updated_at = c.at
+      from changed c
+      where o.id = c.op and not exists (select 1 from opened a where a.op = c.op and a.new_op)
+    ), new_attempts as (
+      insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, dispatch_state,
+        retry_of_attempt_id, retry_reason, request, status, response_fingerprint, destination_ref, replayed,
+        duration_ms, error, retry_decision, remaining_attempts, gate_instance, outcome_rule, error_code,
+        idempotency_key, agent_idempotency_key, gate_idempotency_key, kept_state, started_at, finished_at,
+        deadline_at, recovered_at)
+      select a.d ->> 'attemptId', a.op, (a.att ->> 'number')::int, a.i ->> 'decisionId', a.i ->> 'runId',
+        a.i ->> 'step', a.i ->> 'worker',
+        case when o.id is not null then o.i ->> 'dispatchState' when l.id is not null then 'sent_no_response' end,
+        a.att ->> 'retryOfAttemptId', a.att ->> 'retryReason', a.i -> 'request', (o.i ->> 'status')::int,
+        o.i ->> 'responseFingerprint', o.i ->> 'destinationRef', (o.i ->> 'replayed')::boolean,
+        (o.i ->> 'durationMs')::double precision, case when o.id is not null then o.i ->> 'error' else l.error end,
+        a.att ->> 'retryDecision', (a.att ->> 'remainingAttempts')::int, a.i ->> 'gateInstance',
+        o.i ->> 'outcomeRule', o.i ->> 'errorCode', a.att ->> 'idempotencyKey',
+        left(case when jsonb_typeof(a.i -> 'idempotency') = 'object' then a.i -> 'idempotency' ->> 'agentKey' end, 255),
+        a.att ->> 'gateIdempotencyKey',
+        case when (o.f ->> 'keptUnknown')::boolean then o.i ->> 'operationState' end,
+        a.at, (o.f ->> 'finishedAt')::timestamptz, a.at + eg_ms(a.i -> 'deadlineMs'), l.at
+      from opened a
+      left join outcome o on o.id = a.d ->> 'attemptId'
+      left join lost l on l.id = a.d ->> 'attemptId'
+    ), touched as (
+      select coalesce(o.id, l.id) as id, o.i, o.f, l.id as lost_id, l.error as lost_error, l.at as lost_at
+      from outcome o full join lost l on l.id = o.id
+      where not exists (select 1 from opened a where a.d ->> 'attemptId' = coalesce(o.id, l.id))
+    )
+    update attempts t set
+      dispatch_state = case when x.i is not null then x.i ->> 'dispatchState'
+        when t.finished_at is null then 'sent_no_response' else t.dispatch_state end,
+      error = case when x.i is not null then x.i ->> 'error' when t.finished_at is null then x.lost_error else t.error end,
+      recovered_at = coalesce(x.lost_at, t.recovered_at),
+      status = case when x.i is not null then (x.i ->> 'status')::int else t.status end,
+      response_fingerprint = case when x.i is not null then x.i ->> 'responseFingerprint' else t.response_fingerprint end,
+      destination_ref = case when x.i is not null then x.i ->> 'destinationRef' else t.destination_ref end,
+      replayed = case when x.i is not null then (x.i ->> 'replayed')::boolean else t.replayed end,
+      duration_ms = case when x.i is not null then (x.i ->> 'durationMs')::double precision else t.duration_ms end,
+      outcome_rule = case when x.i is not null then x.i ->> 'outcomeRule' else t.outcome_rule end,
+      error_code = case when x.i is not null then x.i ->> 'errorCode' else t.error_code end,
+      kept_state = case when x.i is null then t.kept_state
+        when (x.f ->> 'keptUnknown')::boolean then x.i ->> 'operationState' end,
+      finished_at = case when x.i is not null then (x.f ->> 'finishedAt')::timestamptz else t.finished_at end
+    from touched x
+    where t.id = x.id;
+  end $$;
