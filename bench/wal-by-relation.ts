@@ -6,6 +6,12 @@
  * (commits, other databases' writes) are one line, "other": on a quiet machine they are this
  * run's commits. Sequential, one connection, loopback only.
  *
+ * A third and fourth phase measure what the projection of operations and attempts
+ * (eg_project_rows.sql, not yet called by the gate) would write for the same allows: both tables
+ * emptied (outside the measured window), then made again from the allows' events, once in calls of
+ * up to 500 events per chain (a projector that finds an allow's two events in one round) and once
+ * one event per chain per call (each row written twice, the worst a projector can do).
+ *
  * `node --import tsx bench/wal-by-relation.ts [postgres admin url] [N]`
  */
 import pg from 'pg';
@@ -31,10 +37,13 @@ try {
   const phase = async (
     what: string,
     run: (store: Awaited<ReturnType<typeof openStore>>) => Promise<void>,
+    // The projection phases: no warm-up, their own count of calls, and a step before the window.
+    options: { readonly calls: number; readonly before: () => Promise<void> } | null = null,
   ): Promise<void> => {
     const store = await openStore({ url: db.url });
+    await options?.before();
     // Warm: plans cached, first-touch full-page images of the tables' first pages written.
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; options === null && i < 100; i++) {
       const d = await store.decide(reserveInput(`warm ${what} ${i}`, 'warm'));
       if (d.verdict !== 'allow') throw new Error(d.verdict);
       await store.recordOutcome(confirmInput(d, `warm ${what} ${i}`));
@@ -58,16 +67,55 @@ try {
     );
     let total = 0;
     for (const r of rows.rows) total += Number(r.bytes);
-    console.log(`${n} ${what}: WAL ${(total / n).toFixed(0)} B each`);
+    const calls = options?.calls ?? n;
+    console.log(`${calls} ${what}: WAL ${(total / calls).toFixed(0)} B each`);
     console.log('  relation                               records/call   B/call   of which full-page images');
     for (const r of rows.rows) {
       console.log(
-        `  ${(r.rel ?? 'other (commits, other databases)').padEnd(38)} ${(Number(r.records) / n).toFixed(2).padStart(12)} ${(Number(r.bytes) / n).toFixed(0).padStart(8)} ${(Number(r.fpi) / n).toFixed(0).padStart(10)}`,
+        `  ${(r.rel ?? 'other (commits, other databases)').padEnd(38)} ${(Number(r.records) / calls).toFixed(2).padStart(12)} ${(Number(r.bytes) / calls).toFixed(0).padStart(8)} ${(Number(r.fpi) / calls).toFixed(0).padStart(10)}`,
       );
     }
   };
   await phase('allows (decide + recordOutcome)', (store) => runAllows(store, n));
   await phase('duplicates (decide)', (store) => runDuplicates(store, n));
+  // Every allow so far (warm-ups included) made again by the projection, into emptied tables.
+  const allows = Number(
+    (await admin.query<{ n: string }>('select count(*)::text as n from attempts')).rows[0]!.n,
+  );
+  const empty = async (): Promise<void> => {
+    await admin.query(`begin; set local session_replication_role = replica;
+      delete from attempts; delete from operations; commit`);
+    await admin.query('vacuum attempts, operations');
+  };
+  const project = async (perCall: number): Promise<void> => {
+    const heads = (
+      await admin.query<{ id: number; s: string }>(
+        'select id, last_seq::text as s from chain_head order by id',
+      )
+    ).rows;
+    let after = heads.map(() => 0);
+    // Bounded: each call moves every unfinished chain on by at least one event.
+    while (after.some((a, i) => a < Number(heads[i]!.s))) {
+      const through = after.map((a, i) => Math.min(a + perCall, Number(heads[i]!.s)));
+      await admin.query('select eg_project_rows($1::int[], $2::bigint[], $3::bigint[])', [
+        heads.map((h) => h.id),
+        after,
+        through,
+      ]);
+      after = through;
+    }
+  };
+  const projected = { calls: allows, before: empty };
+  await phase(
+    'allows projected (warm-ups included), up to 500 events of a chain per call',
+    () => project(500),
+    projected,
+  );
+  await phase(
+    'allows projected (warm-ups included), one event of a chain per call',
+    () => project(1),
+    projected,
+  );
 } finally {
   await admin.end();
   await db.drop();
