@@ -26,21 +26,19 @@ create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_t
         -- The time of the transaction that wrote it, as the event states it.
         coalesce(x.p -> 'decision' ->> 'decidedAt', x.p -> 'facts' ->> 'finishedAt',
           x.p -> 'facts' ->> 'recoveredAt', x.p -> 'facts' ->> 'observedAt',
-          x.p -> 'facts' ->> 'takenAt')::timestamptz as at
+          x.p -> 'facts' ->> 'takenAt')::timestamptz as at,
+        -- The state it leaves its operation in, if it changes it: a lost outcome found on the way
+        -- comes before the rest of the decision that found it (a retry reopens what the lost
+        -- outcome made unknown), so it counts only when nothing else in the event changes it.
+        coalesce(x.p -> 'facts' -> 'operation' -> 'stateChange' ->> 'to', x.p -> 'facts' -> 'stateChange' ->> 'to',
+          x.p -> 'facts' -> 'outcomeLost' -> 'stateChange' ->> 'to') as to_state
       from unnest(p_chains, p_after, p_through) as r(chain, after_seq, through_seq)
       join events e on e.chain = r.chain and e.seq > r.after_seq and e.seq <= r.through_seq
       cross join lateral (select e.payload::jsonb as p) x
       where e.operation_id is not null
     ), changed as (
-      -- An event's last change of its operation: a lost outcome found on the way comes before the
-      -- rest of the decision that found it (a retry reopens what the lost outcome made unknown).
-      select distinct on (op) op, at,
-        coalesce(f -> 'operation' -> 'stateChange' ->> 'to', f -> 'stateChange' ->> 'to',
-          f -> 'outcomeLost' -> 'stateChange' ->> 'to') as state
-      from ev
-      where coalesce(f -> 'operation' -> 'stateChange' ->> 'to', f -> 'stateChange' ->> 'to',
-          f -> 'outcomeLost' -> 'stateChange' ->> 'to') is not null
-      order by op, seq desc
+      -- Each operation's last change among the events taken.
+      select distinct on (op) op, at, to_state as state from ev where to_state is not null order by op, seq desc
     ), opened as (
       select ev.*, (ev.f -> 'operation' ->> 'opened')::boolean as new_op, ev.f -> 'attempt' as att
       from ev where ev.type = 'decision.allow' and ev.d ->> 'attemptId' is not null
@@ -91,7 +89,7 @@ create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_t
       left join outcome o on o.id = a.d ->> 'attemptId'
       left join lost l on l.id = a.d ->> 'attemptId'
     ), touched as (
-      select coalesce(o.id, l.id) as id, o.i, o.f, l.id as lost_id, l.error as lost_error, l.at as lost_at
+      select coalesce(o.id, l.id) as id, o.i, o.f, l.error as lost_error, l.at as lost_at
       from outcome o full join lost l on l.id = o.id
       where not exists (select 1 from opened a where a.d ->> 'attemptId' = coalesce(o.id, l.id))
     )
