@@ -169,6 +169,8 @@ export interface DedupeKeysTable {
   destination_ref: string | null;
   /** Migration 0021: the state of the operation the key names, written with it (eg_set_operation_state). */
   operation_state: ColumnType<string | null, never, never>;
+  /** Migration 0022: the key's attempt was marked lost (by an expiry or a recovery) when this equals attempt_id. */
+  lost_attempt_id: ColumnType<string | null, never, never>;
 }
 
 export interface EventsTable {

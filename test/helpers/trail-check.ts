@@ -4,7 +4,8 @@
  * (trail-states.ts), and the operation and attempt rows they make must equal the rows the store
  * wrote (rows-from-events.ts), and so must the rows the store's own projection makes from them
  * (projected-rows.ts). And each key row's copy of its operation's state (migration 0021)
- * must be that operation's state.
+ * must be that operation's state, and its lost-attempt mark (migration 0022) must name its attempt
+ * exactly when an expiry or a recovery marked that attempt.
  */
 
 import type { Kysely } from 'kysely';
@@ -24,6 +25,7 @@ export async function trailMismatches(db: Kysely<any>): Promise<TrailMismatch[]>
     ...stateMismatches(ops, told),
     ...(await rowMismatches(db, rowsFromEvents(events, told))),
     ...(await keyStateMismatches(db)),
+    ...(await lostMarkMismatches(db)),
     ...(await projectedRowMismatches(db)),
   ];
 }
@@ -41,6 +43,27 @@ async function keyStateMismatches(db: Kysely<any>): Promise<TrailMismatch[]> {
   return rows.map((r) => ({
     operationId: r.operation_id,
     problem: `its key ${r.key_hash} says the operation is ${r.copy ?? 'null'}, the operation row says ${r.state}`,
+    told: [],
+  }));
+}
+
+/** Keys whose lost-attempt mark disagrees with their attempt's row; none before migration 0022. */
+// biome-ignore lint/suspicious/noExplicitAny: any database shape
+async function lostMarkMismatches(db: Kysely<any>): Promise<TrailMismatch[]> {
+  const { rows: has } = await sql<{ n: number }>`
+    select count(*)::int as n from information_schema.columns
+    where table_name = 'dedupe_keys' and column_name = 'lost_attempt_id'`.execute(db);
+  if (has[0]?.n !== 1) return [];
+  const { rows } = await sql<{ key_hash: string; operation_id: string; marked: boolean; recovered: boolean }>`
+    select k.key_hash, k.operation_id, k.lost_attempt_id is not distinct from k.attempt_id as marked,
+      a.recovered_at is not null as recovered
+    from dedupe_keys k join attempts a on a.id = k.attempt_id
+    where (k.lost_attempt_id is not distinct from k.attempt_id) <> (a.recovered_at is not null)`.execute(db);
+  return rows.map((r) => ({
+    operationId: r.operation_id,
+    problem: r.marked
+      ? `its key ${r.key_hash} marks its attempt lost, but no expiry or recovery marked that attempt`
+      : `its key ${r.key_hash} does not mark its attempt lost, but an expiry or a recovery marked it`,
     told: [],
   }));
 }

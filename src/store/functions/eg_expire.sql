@@ -47,9 +47,12 @@ begin
     perform eg_set_operation_state(v_op.id, 'unknown');
     v_change := jsonb_build_object('from', v_op.state, 'to', 'unknown');
   end if;
-  if p_key_to_unknown then
-    update dedupe_keys set state = 'unknown', expires_at = null where key_hash = v_key.key_hash;
-  end if;
+  -- The key records that its attempt was marked (migration 0022), whether it stays pending or not:
+  -- an outcome that still finds the key pending is then a late one.
+  update dedupe_keys set lost_attempt_id = v_att.id,
+    state = case when p_key_to_unknown then 'unknown' else state end,
+    expires_at = case when p_key_to_unknown then null else expires_at end
+  where key_hash = v_key.key_hash;
   insert into observations (id, operation_id, attempt_id, kind, result, facts, decision_id)
   values (v_obs_id, v_op.id, v_att.id, 'outcome_lost', 'marked_unknown', jsonb_build_object(
     'gateInstance', v_att.gate_instance, 'startedAt', eg_iso(v_att.started_at),

@@ -36,7 +36,7 @@ begin
   update attempts set dispatch_state = 'sent_no_response', recovered_at = now(), error = v_error
   where id = v_att.id;
   if v_candidate.key_hash is not null then
-    update dedupe_keys set state = 'unknown', expires_at = null
+    update dedupe_keys set state = 'unknown', expires_at = null, lost_attempt_id = v_att.id
     where key_hash = v_candidate.key_hash and state = 'pending' and attempt_id = v_att.id;
     v_key_owned := found;
   end if;

@@ -19,6 +19,7 @@ import { migration0018 } from './0018-audit-checkpoints/index.js';
 import { migration0019 } from './0019-decision-projection/index.js';
 import { migration0020 } from './0020-kept-outcomes/index.js';
 import { migration0021 } from './0021-operation-state/index.js';
+import { migration0022 } from './0022-lost-attempt-on-key/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -50,6 +51,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0019-decision-projection': migration0019,
   '0020-kept-outcomes': migration0020,
   '0021-operation-state': migration0021,
+  '0022-lost-attempt-on-key': migration0022,
 };
 
 export const migrationProvider: MigrationProvider = {
