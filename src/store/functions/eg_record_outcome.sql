@@ -1,6 +1,8 @@
 -- Records an attempt's outcome, hot path: `select eg_record_outcome(<OutcomeInput as JSON text>)`,
 -- one statement, one attempt.outcome event. Only the reservation this attempt still owns moves (a
 -- takeover gave it to a newer attempt otherwise); one statement both tests ownership and moves it.
+-- The common case, a first attempt's answer while it holds its pending key, is eg_first_outcome's,
+-- from the key row alone; everything below is the general path, for every other outcome.
 --
 -- An attempt that crash recovery marked sent_no_response may still get its real outcome (a gate
 -- that was slow, not dead): it is recorded as late evidence and may settle the operation; and the
@@ -46,9 +48,18 @@ declare
   v_settles int;
   v_att attempts%rowtype;
   v_last attempts%rowtype;
+  v_out record;
+  v_answer json;
 begin
   if v_state not in ('succeeded', 'failed', 'unknown', 'open', 'accepted') then
     raise exception 'effectgate: outcome state must be succeeded, failed, unknown, open or accepted, not %', v_state;
+  end if;
+  -- The common outcome, a first attempt's that still holds its pending key, from the key row alone.
+  if v_key_hash is not null and v_op_id is not null then
+    v_answer := eg_first_outcome(p, p_input);
+    if v_answer is not null then
+      return v_answer;
+    end if;
   end if;
   -- Read unlocked: an outcome, once written (finished_at), never changes.
   select * into v_att from attempts where id = v_attempt_id;
@@ -135,24 +146,10 @@ begin
   end if;
   v_final := v_op_state;
 
-  update attempts set
-    dispatch_state = p ->> 'dispatchState',
-    status = (p ->> 'status')::int,
-    response_fingerprint = p ->> 'responseFingerprint',
-    destination_ref = p ->> 'destinationRef',
-    replayed = (p ->> 'replayed')::boolean,
-    duration_ms = (p ->> 'durationMs')::double precision,
-    error = p ->> 'error',
-    -- Which rule decided, and the destination's error code (migration 0012).
-    outcome_rule = p ->> 'outcomeRule',
-    error_code = p ->> 'errorCode',
-    kept_state = case when coalesce(v_kept_unknown, false) then p ->> 'operationState' end,
-    finished_at = now()
-  where id = v_attempt_id and operation_id = v_op_id
-    and (dispatch_state is null or (recovered_at is not null and finished_at is null))
-  -- late: crash recovery marked this attempt first (read from the row this update locked).
-  returning number, recovered_at is not null into v_number, v_late;
-  if not found then
+  select * into v_out from eg_attempt_outcome(p, v_attempt_id, v_op_id, coalesce(v_kept_unknown, false));
+  v_number := v_out.o_number;
+  v_late := v_out.o_late;
+  if v_number is null then
     -- The same outcome written concurrently (a retry of a write still running on a cut
     -- connection): the first one recorded it.
     if exists (select 1 from attempts where id = v_attempt_id and operation_id = v_op_id and finished_at is not null
@@ -220,14 +217,8 @@ begin
     update dedupe_keys set operation_state = v_final where key_hash = v_key_hash and operation_id = v_op_id;
   end if;
 
-  perform eg_append_event(v_op_id, 'attempt.outcome', v_op_id, '{"input":' || p_input || ',"facts":' ||
-    json_build_object('number', v_number, 'finishedAt', now(), 'superseded', v_number < v_latest,
-      'late', coalesce(v_late, false),
-      'keptUnknown', coalesce(v_kept_unknown, false),
-      'stateChange', v_change,
-      'key', case when v_owned then json_build_object('state', v_key_state,
-        'confirmedAt', case when v_succeeded then eg_iso(now()) end,
-        'windowEndsAt', case when v_succeeded then eg_iso(now() + v_window) end) end)::text || '}');
+  perform eg_outcome_event(p_input, v_op_id, v_number, v_number < v_latest, v_late, v_kept_unknown, v_change,
+    case when v_owned then v_key_state end, v_window);
   return json_build_object('operationState', case when v_change is not null then v_state
     when v_number = v_latest and v_op_state not in ('open', 'unknown') then v_op_state
     when v_number < v_latest then v_op_state else v_state end);
