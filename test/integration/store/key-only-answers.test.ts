@@ -1,20 +1,23 @@
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OutcomeInput } from '../../../src/store/index.js';
+import { callCountingProbes } from '../../helpers/index-probes.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
 
 /*
- * The common outcome, a first attempt's answer while it holds its pending key, is written from the
- * key row alone (eg_first_outcome.sql): the attempt's and the operation's rows are each probed once,
- * by the statement that writes them, where the general path reads each first. What must hold: the
- * answer and the rows are what the general path makes (every test store checks on close that the
- * rows are what the events say, test/helpers/trail-check.ts), and every other outcome still takes
- * the general path. The probes are counted around the outcome in one statement
- * (pg_stat_get_xact_numscans over each table's indexes).
+ * The answers made from the key row alone, which is what lets the operation and attempt rows become
+ * a projection of the events off the hot path (src/store/README.md, "Next"):
+ * - a duplicate and a pending read the key's copy of the operation's state, not the operation's row
+ *   (a pending still reads the holder's attempt, to tell a changed request from a retry);
+ * - the common outcome, a first attempt's answer while it holds its pending key, is written from
+ *   the key row alone (eg_first_outcome.sql): the attempt's and the operation's rows are each probed
+ *   once, by the statement that writes them, where the general path reads each first.
+ * What must hold besides: the answers and the rows are what the general path makes (every test
+ * store checks on close that the rows are what the events say, test/helpers/trail-check.ts), and
+ * every other outcome still takes the general path (probes counted by test/helpers/index-probes.ts).
  */
 for (const target of storeTargets()) {
-  describe(`a first attempt's outcome on ${target.name}`, () => {
+  describe(`answers from the key row on ${target.name}`, () => {
     let store: TestStore;
 
     beforeAll(async () => {
@@ -25,23 +28,16 @@ for (const target of storeTargets()) {
       await store?.close();
     });
 
-    /** Records the outcome in one statement and counts, in its transaction, the index probes of the two tables. */
     async function recordCounting(
       input: OutcomeInput,
-    ): Promise<{ answer: { operationState: string }; attempts: number; operations: number }> {
-      const probes = (table: string) =>
-        sql`(select coalesce(sum(pg_stat_get_xact_numscans(indexrelid)), 0)::int from pg_index
-             where indrelid = ${sql.raw(`'${table}'::regclass`)})`;
-      // Counts not yet flushed include earlier transactions' since the last flush: what the outcome
-      // adds is the difference, read before and after it in one statement (no flush inside one).
-      const { rows } = await sql<{ answer: string; attempts: number; operations: number }>`
-        with b as materialized (select ${probes('attempts')} as attempts, ${probes('operations')} as operations),
-          r as materialized (select eg_record_outcome(${JSON.stringify(input)}) as a from b)
-        select r.a::text as answer, ${probes('attempts')} - b.attempts as attempts,
-          ${probes('operations')} - b.operations as operations
-        from r, b`.execute(store.db);
-      const row = rows[0]!;
-      return { answer: JSON.parse(row.answer), attempts: row.attempts, operations: row.operations };
+    ): Promise<{ answer: Record<string, unknown>; attempts: number; operations: number }> {
+      const { answer, probes } = await callCountingProbes<Record<string, unknown>>(
+        store.db,
+        'eg_record_outcome',
+        input,
+        ['attempts', 'operations'],
+      );
+      return { answer, attempts: probes['attempts']!, operations: probes['operations']! };
     }
 
     for (const state of ['succeeded', 'failed', 'unknown', 'open', 'accepted'] as const) {
@@ -69,6 +65,33 @@ for (const target of storeTargets()) {
         expect(keyRow).toEqual({ state: keyStates[state], operation_state: state });
       });
     }
+
+    it('a duplicate reads neither the operation’s row nor an attempt’s, a pending not the operation’s', async () => {
+      const key = newKey();
+      const holder = await store.decide(reserve(newRun(), key));
+      expectVerdict(holder, 'allow');
+      const tables = ['attempts', 'operations'];
+      const pending = await callCountingProbes<{ verdict: string; operationState: string }>(
+        store.db,
+        'eg_decide',
+        reserve(newRun(), key),
+        tables,
+      );
+      expect(pending.answer).toMatchObject({ verdict: 'pending', operationState: 'open' });
+      // The one attempt probe is the fork check (eg_decide (d)): a changed request must fork even
+      // when the holder's outcome releases the key between that read and the upsert.
+      expect(pending.probes).toEqual({ attempts: 1, operations: 0 });
+
+      await store.recordOutcome(outcome(holder, key, 'succeeded'));
+      const duplicate = await callCountingProbes<{ verdict: string; operationState: string }>(
+        store.db,
+        'eg_decide',
+        reserve(newRun(), key),
+        tables,
+      );
+      expect(duplicate.answer).toMatchObject({ verdict: 'duplicate', operationState: 'succeeded' });
+      expect(duplicate.probes).toEqual({ attempts: 0, operations: 0 });
+    });
 
     it('a retry’s outcome and an outcome written again take the general path, which reads first', async () => {
       const key = newKey();
