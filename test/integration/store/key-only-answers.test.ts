@@ -70,25 +70,19 @@ for (const target of storeTargets()) {
       const key = newKey();
       const holder = await store.decide(reserve(newRun(), key));
       expectVerdict(holder, 'allow');
-      const tables = ['attempts', 'operations'];
-      const pending = await callCountingProbes<{ verdict: string; operationState: string }>(
-        store.db,
-        'eg_decide',
-        reserve(newRun(), key),
-        tables,
-      );
+      const decideCounting = (input: ReturnType<typeof reserve>) =>
+        callCountingProbes<{ verdict: string; operationState: string }>(store.db, 'eg_decide', input, [
+          'attempts',
+          'operations',
+        ]);
+      const pending = await decideCounting(reserve(newRun(), key));
       expect(pending.answer).toMatchObject({ verdict: 'pending', operationState: 'open' });
       // The one attempt probe is the fork check (eg_decide (d)): a changed request must fork even
       // when the holder's outcome releases the key between that read and the upsert.
       expect(pending.probes).toEqual({ attempts: 1, operations: 0 });
 
       await store.recordOutcome(outcome(holder, key, 'succeeded'));
-      const duplicate = await callCountingProbes<{ verdict: string; operationState: string }>(
-        store.db,
-        'eg_decide',
-        reserve(newRun(), key),
-        tables,
-      );
+      const duplicate = await decideCounting(reserve(newRun(), key));
       expect(duplicate.answer).toMatchObject({ verdict: 'duplicate', operationState: 'succeeded' });
       expect(duplicate.probes).toEqual({ attempts: 0, operations: 0 });
     });
