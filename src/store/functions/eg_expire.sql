@@ -31,10 +31,13 @@ begin
     return jsonb_build_object('marked', false);
   end if;
   if v_att.dispatch_state is not null then
-    -- Marked before (by an expiry or a recovery): unknown already, nothing new to observe.
-    if p_key_to_unknown then
-      update dedupe_keys set state = 'unknown', expires_at = null where key_hash = v_key.key_hash;
-    end if;
+    -- Marked before (by an expiry or a recovery): unknown already, nothing new to observe. The key
+    -- is marked again (migration 0022): an expiry of the previous version may have marked the
+    -- attempt without it, while an upgrade ran.
+    update dedupe_keys set lost_attempt_id = v_att.id,
+      state = case when p_key_to_unknown then 'unknown' else state end,
+      expires_at = case when p_key_to_unknown then null else expires_at end
+    where key_hash = v_key.key_hash;
     return jsonb_build_object('marked', true, 'alreadyMarked', true, 'operationId', v_op.id,
       'attemptId', v_att.id, 'dispatchState', v_att.dispatch_state,
       'key', case when p_key_to_unknown then jsonb_build_object('state', 'unknown') end);

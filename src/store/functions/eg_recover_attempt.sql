@@ -39,6 +39,12 @@ begin
     update dedupe_keys set state = 'unknown', expires_at = null, lost_attempt_id = v_att.id
     where key_hash = v_candidate.key_hash and state = 'pending' and attempt_id = v_att.id;
     v_key_owned := found;
+    -- A key that still names the attempt in another state (evidence settled the operation while
+    -- the attempt had no outcome) keeps its state, and is marked all the same (migration 0022).
+    if not v_key_owned then
+      update dedupe_keys set lost_attempt_id = v_att.id
+      where key_hash = v_candidate.key_hash and attempt_id = v_att.id;
+    end if;
   end if;
   select max(number) into v_latest from attempts where operation_id = v_op.id;
   v_change := null;

@@ -103,6 +103,38 @@ for (const target of storeTargets()) {
       });
     });
 
+    it('a recovery marks the attempt of a key that evidence settled first', async () => {
+      // The gate died mid-dispatch; past the attempt's deadline an operator found the effect and
+      // settled the operation (its attempt keeps no outcome: an attempt is never edited). Recovery
+      // still marks that attempt, and the key, confirmed now, still names it.
+      const key = newKey();
+      await store.registerInstance('gate-settled-first');
+      const allow = await store.decide(
+        reserve(newRun(), key, { gateInstance: 'gate-settled-first', deadlineMs: 1 }),
+      );
+      expectVerdict(allow, 'allow');
+      await sleep(20);
+      await store.addObservation({
+        operationId: allow.operationId,
+        kind: 'operator_decision',
+        by: 'alice@example.com',
+        reason: 'the issue is there',
+        settles: 'succeeded',
+        status: null,
+        destinationRef: 'https://github.com/acme/app/issues/7',
+        refs: [],
+        payloadFingerprint: null,
+        source: 'cli',
+      });
+      await store.stopInstance('gate-settled-first');
+      expect((await store.recover(recoverInput())).map((r) => r.attemptId)).toContain(allow.attemptId);
+      expect(await keyRow(key.hash)).toEqual({
+        state: 'confirmed',
+        attempt_id: allow.attemptId,
+        lost_attempt_id: allow.attemptId,
+      });
+    });
+
     it('an upgraded store marks the attempts marked before the column, and nothing else', async () => {
       const key = newKey({ pendingTtlMs: 50 });
       const opts = { onExpired: 'retry' as const, retryBudget: 1 };

@@ -2,7 +2,7 @@ import { type Kysely, type Migration, sql } from 'kysely';
 
 /*
  * 0022: dedupe_keys.lost_attempt_id, the attempt of the key that an expiry or a crash recovery
- * marked sent_no_response while it held the key. The key's attempt was marked lost exactly when
+ * marked sent_no_response while the key named it. The key's attempt was marked lost exactly when
  * this equals attempt_id; a key that moves to another attempt needs no reset, since the column then
  * names an attempt the key no longer holds.
  *
