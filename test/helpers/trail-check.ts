@@ -54,9 +54,8 @@ async function lostMarkMismatches(db: Kysely<any>): Promise<TrailMismatch[]> {
     select count(*)::int as n from information_schema.columns
     where table_name = 'dedupe_keys' and column_name = 'lost_attempt_id'`.execute(db);
   if (has[0]?.n !== 1) return [];
-  const { rows } = await sql<{ key_hash: string; operation_id: string; marked: boolean; recovered: boolean }>`
-    select k.key_hash, k.operation_id, k.lost_attempt_id is not distinct from k.attempt_id as marked,
-      a.recovered_at is not null as recovered
+  const { rows } = await sql<{ key_hash: string; operation_id: string; marked: boolean }>`
+    select k.key_hash, k.operation_id, k.lost_attempt_id is not distinct from k.attempt_id as marked
     from dedupe_keys k join attempts a on a.id = k.attempt_id
     where (k.lost_attempt_id is not distinct from k.attempt_id) <> (a.recovered_at is not null)`.execute(db);
   return rows.map((r) => ({

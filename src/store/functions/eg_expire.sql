@@ -30,14 +30,15 @@ begin
   if not found or v_att.finished_at is not null then
     return jsonb_build_object('marked', false);
   end if;
+  -- The key records that its attempt is marked (migration 0022), whether it stays pending or not:
+  -- an outcome that still finds the key pending is then a late one. Also when the attempt was
+  -- marked before: an expiry of the previous version may have marked it without the key.
+  update dedupe_keys set lost_attempt_id = v_att.id,
+    state = case when p_key_to_unknown then 'unknown' else state end,
+    expires_at = case when p_key_to_unknown then null else expires_at end
+  where key_hash = v_key.key_hash;
   if v_att.dispatch_state is not null then
-    -- Marked before (by an expiry or a recovery): unknown already, nothing new to observe. The key
-    -- is marked again (migration 0022): an expiry of the previous version may have marked the
-    -- attempt without it, while an upgrade ran.
-    update dedupe_keys set lost_attempt_id = v_att.id,
-      state = case when p_key_to_unknown then 'unknown' else state end,
-      expires_at = case when p_key_to_unknown then null else expires_at end
-    where key_hash = v_key.key_hash;
+    -- Marked before (by an expiry or a recovery): unknown already, nothing new to observe.
     return jsonb_build_object('marked', true, 'alreadyMarked', true, 'operationId', v_op.id,
       'attemptId', v_att.id, 'dispatchState', v_att.dispatch_state,
       'key', case when p_key_to_unknown then jsonb_build_object('state', 'unknown') end);
@@ -50,12 +51,6 @@ begin
     perform eg_set_operation_state(v_op.id, 'unknown');
     v_change := jsonb_build_object('from', v_op.state, 'to', 'unknown');
   end if;
-  -- The key records that its attempt was marked (migration 0022), whether it stays pending or not:
-  -- an outcome that still finds the key pending is then a late one.
-  update dedupe_keys set lost_attempt_id = v_att.id,
-    state = case when p_key_to_unknown then 'unknown' else state end,
-    expires_at = case when p_key_to_unknown then null else expires_at end
-  where key_hash = v_key.key_hash;
   insert into observations (id, operation_id, attempt_id, kind, result, facts, decision_id)
   values (v_obs_id, v_op.id, v_att.id, 'outcome_lost', 'marked_unknown', jsonb_build_object(
     'gateInstance', v_att.gate_instance, 'startedAt', eg_iso(v_att.started_at),

@@ -27,8 +27,7 @@ declare
   v_change json;
   v_out record;
 begin
-  v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released'
-    when 'open' then 'awaiting_input' when 'accepted' then 'accepted' else 'unknown' end;
+  v_key_state := eg_key_state(v_state);
   update dedupe_keys set
     state = v_key_state,
     confirmed_at = case when v_succeeded then now() end,

@@ -99,8 +99,7 @@ begin
   -- proposal of the same request continues the operation (eg_continue).
   -- accepted (migration 0015): the destination took the work and has not done it; the key stays
   -- reserved for this operation, with the destination's reference, until evidence settles it.
-  v_key_state := case v_state when 'succeeded' then 'confirmed' when 'failed' then 'released'
-    when 'open' then 'awaiting_input' when 'accepted' then 'accepted' else 'unknown' end;
+  v_key_state := eg_key_state(v_state);
   if v_key_hash is not null then
     update dedupe_keys set
       state = v_key_state,
@@ -177,7 +176,7 @@ begin
     select * into v_last from attempts where operation_id = v_op_id and number = v_latest;
     if v_last.kept_state is not null and not eg_maybe_sent_before(v_op_id, v_latest) then
       v_state := v_last.kept_state;
-      v_key_state := case v_state when 'failed' then 'released' else 'awaiting_input' end;
+      v_key_state := eg_key_state(v_state);
       update dedupe_keys set state = v_key_state, operation_state = v_state
       where key_hash = v_key_hash and operation_id = v_op_id and attempt_id = v_last.id and state = 'unknown'
       returning operation_state into v_key_op_state;

@@ -3,8 +3,9 @@
 -- and whether its attempt was marked lost by an expiry or a recovery (dedupe_keys.lost_attempt_id,
 -- migration 0022; the attempt's recovered_at says so). Run by the functions step in the
 -- transaction that installs these definitions (index.ts), after them, so it covers what an older
--- version's functions wrote without the copies while they were still live: between a migration's commit and this step's, the gates already
--- running kept serving with the old definitions. From this step's commit on, every call runs the
+-- version's functions wrote without the copies while they were still live: between a
+-- migration's commit and this step's, the gates already running kept serving with the old
+-- definitions. From this step's commit on, every call runs the
 -- definitions that keep them (eg_set_operation_state.sql; eg_expire.sql and eg_recover_attempt.sql).
 --
 -- Only rows whose copy differs are written, so a store already in step changes nothing; the join
