@@ -6,11 +6,13 @@
  * (commits, other databases' writes) are one line, "other": on a quiet machine they are this
  * run's commits. Sequential, one connection, loopback only.
  *
- * A third and fourth phase measure what the projection of operations and attempts
- * (eg_project_rows.sql, not yet called by the gate) would write for the same allows: both tables
- * emptied (outside the measured window), then made again from the allows' events, once in calls of
- * up to 500 events per chain (a projector that finds an allow's two events in one round) and once
- * one event per chain per call (each row written twice, the worst a projector can do).
+ * The hot path writes no operation or attempt row (and no decision row): a third phase is the
+ * projector's rounds that make the `decisions`, `operations` and `attempts` rows of the first two
+ * phases' calls, as the gate's projector runs them (up to 500 events per chain a round), counted
+ * per allow. A fourth and fifth measure the rows alone (eg_project_rows.sql) for the same allows:
+ * both tables emptied (outside the measured window), then made again from the allows' events, once
+ * in calls of up to 500 events per chain (a projector that finds an allow's two events in one
+ * round) and once one event per chain per call (each row written twice, the worst it can do).
  *
  * `node --import tsx bench/wal-by-relation.ts [postgres admin url] [N]`
  */
@@ -78,6 +80,17 @@ try {
   };
   await phase('allows (decide + recordOutcome)', (store) => runAllows(store, n));
   await phase('duplicates (decide)', (store) => runDuplicates(store, n));
+  await phase(
+    "allows projected by the projector (decisions, operations, attempts; warm-ups included, and the duplicates' decision rows)",
+    async (store) => {
+      // Bounded: each round takes up to 500 events of every chain.
+      for (let round = 0; round < 10_000; round++) {
+        if (!(await store.projectEvents({ wait: false })).more) return;
+      }
+    },
+    // Each of the two phases above warmed up with 100 allows of its own.
+    { calls: n + 200, before: async () => {} },
+  );
   // Every allow so far (warm-ups included) made again by the projection, into emptied tables.
   const allows = Number(
     (await admin.query<{ n: string }>('select count(*)::text as n from attempts')).rows[0]!.n,

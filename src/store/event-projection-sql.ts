@@ -6,7 +6,8 @@ import type { ProjectionRound } from './types.js';
 
 /*
  * The projection's statements (KyselyStore delegates to these): eg_project folds committed events
- * onto the tables made from them (today `decisions`; migration 0019). The gate's projector calls it
+ * onto the tables made from them (`decisions`, `operations`, `attempts`; migrations 0019, 0023).
+ * The gate's projector calls it
  * in the background; every reader of a projected table catches up first, so what it reads holds
  * every fact committed before it asked. Neither is on the hot path.
  */

@@ -2,10 +2,10 @@ import { PeriodicRounds } from './periodic-rounds.js';
 import type { AuditStore } from './types.js';
 
 /*
- * The gate's projector: folds committed events onto the tables made from them (the decisions;
- * store/functions/eg_project.sql) in the background, so the hot path writes each fact once and a
- * reader that catches up before it reads (KyselyStore does) has little left to do. Gates sharing a
- * database take turns (a round another one runs is skipped); every round's work is bounded.
+ * The gate's projector: folds committed events onto the tables made from them (decisions,
+ * operations, attempts; store/functions/eg_project.sql) in the background, so the hot path writes
+ * each fact once and a reader that catches up before it reads (KyselyStore does) has little left
+ * to do. Gates sharing a database take turns (a round another one runs is skipped); every round's work is bounded.
  */
 
 export type ProjectorStore = Pick<AuditStore, 'projectEvents'>;

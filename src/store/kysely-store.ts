@@ -120,6 +120,7 @@ export class KyselyStore implements Store {
 
   getOperation(id: string): Promise<OperationRecord | null> {
     return this.#guard('getOperation', async () => {
+      await projection.catchUp(this.#db);
       const row = await this.#db.selectFrom('operations').selectAll().where('id', '=', id).executeTakeFirst();
       if (!row) return null;
       const attempts = await this.#attemptsOf([id]);
@@ -129,6 +130,7 @@ export class KyselyStore implements Store {
 
   listOperations(filter?: OperationFilter): Promise<OperationRecord[]> {
     return this.#guard('listOperations', async () => {
+      await projection.catchUp(this.#db);
       let query = this.#db.selectFrom('operations').selectAll();
       if (filter?.state !== undefined) query = query.where('state', '=', filter.state);
       if (filter?.toolId !== undefined) query = query.where('tool_id', '=', filter.toolId);
@@ -153,6 +155,7 @@ export class KyselyStore implements Store {
     filter?: Omit<OperationFilter, 'state' | 'limit' | 'supersedesOperationId' | 'keyValues'>,
   ): Promise<Partial<Record<OperationState, number>>> {
     return this.#guard('countOperations', async () => {
+      await projection.catchUp(this.#db);
       let query = this.#db
         .selectFrom('operations')
         .select(['state', (eb) => eb.fn.countAll<string | number>().as('n')])
@@ -373,6 +376,7 @@ export class KyselyStore implements Store {
 
   findOperations(lookup: OperationLookup): Promise<OperationRecord[]> {
     return this.#guard('findOperations', async () => {
+      await projection.catchUp(this.#db);
       // The idempotency key an attempt sent is recorded on it (migration 0013): the agent's own
       // when kept, a SHA-256 prefix under max_length; before 0013 it was the operation's id, for
       // tools that send one (attempts_idempotency_key_idx, migration 0017, serves the lookup). A
@@ -464,7 +468,9 @@ export class KyselyStore implements Store {
 
   recover(input: RecoverInput): Promise<RecoveredAttempt[]> {
     return this.#guard('recover', async () => {
-      // The candidates first, then one transaction per attempt (eg_recover.sql says why).
+      // The candidates first, then one transaction per attempt (eg_recover.sql says why); the
+      // candidates are read from the attempt rows, brought up to date first.
+      await projection.catchUp(this.#db);
       const text = JSON.stringify(input);
       const { rows } = await sql<{ result: string[] | string }>`select eg_recover(${text}) as result`.execute(
         this.#db,
@@ -484,6 +490,7 @@ export class KyselyStore implements Store {
 
   storedAuthorityKey(): Promise<StoredAuthorityKey | null> {
     return this.#guard('storedAuthorityKey', async () => {
+      await projection.catchUp(this.#db);
       const { rows } = await sql<{ value: string; keyed: boolean }>`select s.value,
           exists (select 1 from operations) as keyed
         from settings s where s.name = 'authority_key'`.execute(this.#db);

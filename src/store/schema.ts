@@ -298,4 +298,5 @@ export interface Database {
   settings: SettingsTable;
   audit_checkpoints: AuditCheckpointsTable;
   event_projection: EventProjectionTable;
+  row_projection: EventProjectionTable;
 }

@@ -85,6 +85,10 @@ export const STORE_SQLSTATES: Readonly<Record<string, SqlstateRule>> = Object.fr
     transient: false,
     why: "the store's own refusal: the chain is not where the archive says (retention)",
   },
+  EG425: {
+    transient: true,
+    why: "a batch's call needs the rows of an operation whose event the batch has queued and not appended (eg_project_chain.sql): the batch is rolled back and its calls sent one by one, where it lands",
+  },
 });
 
 /** The rule for `code`: its own entry, else its class's; `undefined` when neither is listed. */

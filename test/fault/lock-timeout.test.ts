@@ -52,7 +52,7 @@ describe.skipIf(target === undefined)(
 
     it('decides (alone and batched) fail inside the read timeout, and none of them commits after the lock is freed', async () => {
       store = await openTestStore(target!);
-      holder = await holdTable(store.url, 'operations');
+      holder = await holdTable(store.url, 'dedupe_keys');
       const proposals = Array.from({ length: 6 }, () => reserve(newRun(), newKey()));
       const started = performance.now();
       const results = await Promise.allSettled(proposals.map((p) => store!.decide(p)));
@@ -83,7 +83,8 @@ describe.skipIf(target === undefined)(
       const key = newKey();
       const first = await store.decide(reserve(newRun(), key));
       expectVerdict(first, 'allow');
-      holder = await holdTable(store.url, 'attempts');
+      // The key row is the one row the outcome writes (the attempt's are made from its event).
+      holder = await holdTable(store.url, 'dedupe_keys');
       const started = performance.now();
       await expect(store.recordOutcome(outcome(first, key, 'succeeded'))).rejects.toMatchObject({
         code: 'EG_ERR_STORE_UNAVAILABLE',
@@ -146,9 +147,10 @@ describe.skipIf(target === undefined)(
       const order = 'olt-held';
       dest.plan(order, { behaviour: 'hold' });
       const answer = agent.propose(dest.url, 'held', order, 'run-a');
-      // Decided and at the destination: now a migration takes the table the outcome updates.
+      // Decided and at the destination: now a migration takes the table the outcome updates (the
+      // key's; the attempt's row is made from the outcome's event).
       const arrival = await dest.arrival(order);
-      holder = await holdTable(store.url, 'attempts');
+      holder = await holdTable(store.url, 'dedupe_keys');
       arrival.release();
       const a = rec.answered(await answer);
       rec.check(a.status === 201, `the agent got ${a.status}, not the destination's 201`);

@@ -1,12 +1,13 @@
 /**
  * The operation and attempt rows as the store's own projection makes them from the events
- * (eg_project_rows.sql), compared with the rows its functions wrote. In one transaction that is
+ * (eg_project_rows.sql) into empty tables, compared with the rows the store holds (made by its
+ * projection as it went, and by the rare paths' own writes). In one transaction that is
  * always rolled back: both tables emptied (foreign keys off: approvals and observations point at
  * operations), every chain projected from its first event to its head, and the result compared
  * with a copy of the rows taken first, both ways. Twice: all of a chain in one call, and a few
  * events of each chain per call (1, 2, 3, 1, …), as a projector running beside the gate takes
  * them, so an attempt's outcome is projected both with its proposal and after it. rows-from-events.ts says the events carry every
- * fact; this says the SQL that is to replace the hot writes reads them right.
+ * fact; this says the store's SQL reads them right, whatever the ranges it was given.
  */
 
 import type { Kysely } from 'kysely';

@@ -2,7 +2,7 @@
  * The check every test store makes as it closes (store.ts): the trail must agree with the tables.
  * The events are read once; the state changes they state must chain to each operation's state
  * (trail-states.ts), and the operation and attempt rows they make must equal the rows the store
- * wrote (rows-from-events.ts), and so must the rows the store's own projection makes from them
+ * holds (rows-from-events.ts), and so must the rows the store's own projection makes from them
  * (projected-rows.ts). And each key row's copy of its operation's state (migration 0021)
  * must be that operation's state, and its lost-attempt mark (migration 0022) must name its attempt
  * exactly when an expiry or a recovery marked that attempt.

@@ -1,4 +1,5 @@
--- A new operation with its first attempt (the key, if any, is already reserved for it).
+-- A new operation with its first attempt (the key, if any, is already reserved for it), told by its
+-- decision.allow event alone: the projection makes both rows from it (eg_project_rows.sql).
 -- p_supersedes: the operation this one forks from; p_extra: { observation, approval, outcomeLost,
 -- closedOperation } facts (closedOperation: the operation that awaited input and was cancelled).
 -- outcomeLost and closedOperation are changes of the operation that had the key: this decision
@@ -10,19 +11,15 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
     p_supersedes text, p_extra jsonb) returns json language plpgsql as $$
   declare
     v_op text := p ->> 'newOperationId';
-    v_scope jsonb := p -> 'scope';
     v_attempt json;
     -- The operation that lost the key, when this proposal changed it (marked its attempt lost, or
     -- cancelled it as it awaited input).
     v_taken_from text := coalesce(p_extra -> 'outcomeLost' ->> 'operationId', p_extra -> 'closedOperation' ->> 'id');
     v_taken_first boolean;
   begin
-    insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
-      run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule, window_ms)
-    values (v_op, p ->> 'toolId', v_scope ->> 'tenant', v_scope ->> 'area', v_scope ->> 'agent', 'open',
-      p_key_hash, case when p_key_hash is null then null else p -> 'key' -> 'values' end,
-      p ->> 'idempotencyHeader', p ->> 'runId', p ->> 'step', p ->> 'worker', p ->> 'agentVersion', p_supersedes,
-      p ->> 'unknownRule', case when p_key_hash is not null then (p -> 'key' ->> 'windowMs')::numeric::bigint end);
+    -- The operation's row and its first attempt's are made from this decision's event
+    -- (eg_project_rows.sql); eg_insert_attempt writes no row for a first attempt.
+    perform eg_rows_unwritten(v_op);
     v_attempt := eg_insert_attempt(p, v_op, 1, null, null, null, 1, null);
     v_taken_first := v_taken_from is not null and eg_chain_of(v_taken_from) < eg_chain_of(v_op);
     if v_taken_first then

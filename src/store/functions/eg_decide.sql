@@ -48,6 +48,8 @@ declare
   v_lost jsonb;
   v_in_window boolean;
   v_expiry_checked boolean := false;
+  v_projected boolean := false;
+  v_fork_unchecked boolean;
 begin
   -- (a) The loop breaker (eg_halted.sql): a halted run, or one that proposes again an effect it
   -- was already told max_duplicate_skips times is done, is answered `halted` whatever it proposes.
@@ -148,6 +150,19 @@ begin
       continue;
     end if;
 
+    -- (c1b) The branches below (c2, c3, d, e) read the rows of the key's operation, which the hot
+    -- path no longer writes: take the key's lock first, then bring that operation's chain up to
+    -- date (eg_project_chain.sql), and look at the key again under the lock. Not for a pending
+    -- key inside its pending_ttl (a concurrent proposal's, the common one): (d) skips it.
+    if not v_projected and v_row.operation_id is not null and (v_row.state = 'awaiting_input'
+        or (v_row.state = 'pending' and v_row.expires_at < now())
+        or (v_row.state = 'released' and (v_window is null or v_row.created_at + v_window > now()))) then
+      v_projected := true;
+      select * into v_row from dedupe_keys where key_hash = v_hash for update;
+      perform eg_project_chain(v_row.operation_id);
+      continue;
+    end if;
+
     -- (c2) The key's latest attempt was answered MCP input_required (docs/design.md §4.1): the tool did
     -- not run, it asked for input. The same request again inside the window (its continuation:
     -- the fingerprint ignores inputResponses and requestState) is the next attempt of that
@@ -198,8 +213,14 @@ begin
 
     -- (d) A materially changed request for a key whose operation is still inside its window is not
     -- a retry: it forks a new operation that supersedes the old one (docs/design.md §3).
+    -- A pending key inside its pending_ttl is not looked at (its attempt's row may not be projected
+    -- yet, and (c1b) does not wait for it): the upsert below cannot take such a key, and the guards
+    -- on the upsert and the budget block at (f) refuse one that became takeable since this read, so
+    -- the loop reads it again and checks it here then.
     v_fork_of := null;
-    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now()) then
+    v_fork_unchecked := v_row.state = 'pending' and v_row.expires_at >= now();
+    if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
+        and not v_fork_unchecked then
       select * into v_prev from attempts where id = v_row.attempt_id;
       if v_prev.id is not null
           and (v_prev.request ->> 'fingerprint') is distinct from (p -> 'request' ->> 'fingerprint') then
@@ -247,6 +268,8 @@ begin
         or v_fork_of is not null
         or (v_window is not null and k.created_at + v_window <= now())
         or k.attempt_number - k.input_rounds < v_budget)
+      -- The fork check was skipped for a key read as pending inside its pending_ttl: take nothing.
+      and not v_fork_unchecked
       -- A delegated proposal takes the key only as the next attempt of the operation it names.
       and (p ->> 'claimedOperationId' is null or (v_fork_of is null and k.operation_id = p ->> 'claimedOperationId'
         and k.state <> 'confirmed' and (v_window is null or k.created_at + v_window > now())))
@@ -269,6 +292,7 @@ begin
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
       end if;
+      perform eg_project_chain(v_op);
       select * into v_prev from attempts where operation_id = v_op and number = v_number - 1;
       return eg_retry(p, p_input, v_hash, v_op, v_number, v_number - v_rounds, v_prev,
         case when v_lost is not null then 'curator_accepted_risk'
@@ -282,7 +306,7 @@ begin
       return eg_pending(p, p_input, v_row, 'reserved_by_another_run');
     end if;
     if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
-        and v_row.attempt_number - v_row.input_rounds >= v_budget and v_fork_of is null then
+        and v_row.attempt_number - v_row.input_rounds >= v_budget and v_fork_of is null and not v_fork_unchecked then
       -- A lookup made for this proposal (the key was released while the gate looked) is evidence too.
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');

@@ -1,8 +1,7 @@
 -- The common outcome, read from the key row alone: the answer of an operation's first attempt
 -- while it still holds its pending key. eg_record_outcome calls it first and takes its general path
 -- when it answers null (any other outcome: a retry's, a late one, one written twice, a keyless
--- operation's). Nothing of the attempt's or the operation's row is read before the writes, which
--- is what lets those rows become a projection of the events (src/store/README.md, "Next").
+-- operation's). Nothing of the attempt's or the operation's row is read or written.
 --
 -- Why the key row is enough, each condition of its UPDATE:
 -- - state pending and attempt_id this attempt: every recorded outcome moves its key out of
@@ -13,9 +12,9 @@
 -- - lost_attempt_id not this attempt (migration 0022): no expiry marked it, so its answer is not late;
 -- - operation_state open (migration 0021): the operation takes this outcome as its state.
 -- The key row's lock, taken by the UPDATE, holds off every other change of the operation until this
--- transaction ends: each one writes the key's copy of the operation's state (eg_set_operation_state).
--- The writes then go in the global lock order, key, operation, attempt, as eg_record_outcome's do,
--- and make exactly the rows, event and answer the general path makes for this outcome.
+-- transaction ends: each one takes the key first (eg_project_chain.sql). So the outcome writes the
+-- key and its event, nothing else: the attempt's outcome columns and the operation's state are
+-- made from the event by the projection, exactly as the general path writes them for this outcome.
 create or replace function eg_first_outcome(p jsonb, p_input text) returns json language plpgsql as $$
 declare
   v_op_id text := p ->> 'operationId';
@@ -25,7 +24,6 @@ declare
   v_window interval := eg_ms(p -> 'windowMs');
   v_key_state text;
   v_change json;
-  v_out record;
 begin
   v_key_state := eg_key_state(v_state);
   update dedupe_keys set
@@ -42,18 +40,12 @@ begin
   -- open: the destination asked for input without running the tool; the operation stays open and
   -- its key awaits the continuation (eg_continue).
   if v_state <> 'open' then
-    update operations set state = v_state, updated_at = now() where id = v_op_id;
-    if not found then
-      raise exception 'effectgate: no operation %', v_op_id;
-    end if;
     v_change := json_build_object('from', 'open', 'to', v_state);
   end if;
-  select * into v_out from eg_attempt_outcome(p, v_attempt_id, v_op_id, false);
-  if v_out.o_number is null then
-    raise exception 'effectgate: attempt % of operation % does not exist or already has an outcome',
-      v_attempt_id, v_op_id;
-  end if;
-  perform eg_outcome_event(p_input, v_op_id, v_out.o_number, false, v_out.o_late, false, v_change,
+  -- The attempt's outcome and the operation's state are made from the outcome event
+  -- (eg_project_rows.sql): number 1, not late (no expiry marked it), as the key row says.
+  perform eg_rows_unwritten(v_op_id);
+  perform eg_outcome_event(p_input, v_op_id, 1, false, false, false, v_change,
     v_key_state, v_window);
   return json_build_object('operationState', v_state);
 end $$;

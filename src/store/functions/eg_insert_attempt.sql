@@ -1,4 +1,4 @@
--- Inserts attempt p_number of operation p_operation_id for the proposal p, with its retry lineage
+-- Makes attempt p_number of operation p_operation_id for the proposal p, with its retry lineage
 -- and the attempt budget it leaves (p_spent: the attempts that spent it, this one included), and
 -- returns the `attempt` facts of its decision.allow event: every column of the row the proposal
 -- does not carry itself, so the row can be made again from the events alone (the idempotency
@@ -34,13 +34,17 @@ create or replace function eg_insert_attempt(p jsonb, p_operation_id text, p_num
         case when v_idem ->> 'agentKeyMode' in ('keep', 'require') and v_agent is not null then v_agent end,
         v_gate);
     end if;
-    insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, retry_of_attempt_id,
-      retry_reason, retry_decision, remaining_attempts, request, gate_instance, deadline_at,
-      idempotency_key, agent_idempotency_key, gate_idempotency_key)
-    values (p ->> 'newAttemptId', p_operation_id, p_number, p ->> 'decisionId', p ->> 'runId', p ->> 'step',
-      p ->> 'worker', p_retry_of, p_retry_reason, p_retry_decision,
-      v_budget - p_spent, p -> 'request', p ->> 'gateInstance',
-      now() + eg_ms(p -> 'deadlineMs'), v_sent, left(v_agent, 255), v_gate);
+    -- An operation's first attempt (eg_allow_new's) is a hot write: its row is made from its
+    -- decision's event (eg_project_rows.sql). A later one is a rare path's, written here.
+    if p_number > 1 then
+      insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, retry_of_attempt_id,
+        retry_reason, retry_decision, remaining_attempts, request, gate_instance, deadline_at,
+        idempotency_key, agent_idempotency_key, gate_idempotency_key)
+      values (p ->> 'newAttemptId', p_operation_id, p_number, p ->> 'decisionId', p ->> 'runId', p ->> 'step',
+        p ->> 'worker', p_retry_of, p_retry_reason, p_retry_decision,
+        v_budget - p_spent, p -> 'request', p ->> 'gateInstance',
+        now() + eg_ms(p -> 'deadlineMs'), v_sent, left(v_agent, 255), v_gate);
+    end if;
     return json_build_object('number', p_number, 'retryOfAttemptId', p_retry_of, 'retryReason', p_retry_reason,
       'retryDecision', p_retry_decision, 'attemptBudget', v_budget, 'remainingAttempts', v_budget - p_spent,
       'fingerprint', p -> 'request' ->> 'fingerprint', 'previousFingerprint', p_previous_fingerprint,

@@ -1,6 +1,7 @@
--- Projects committed events onto the tables made from them (migration 0019): today the
--- `decisions` rows, from the `decision.<verdict>` events, which the hot path no longer writes
--- twice. Called by the gate's projector in the background (p_wait false: a round another process
+-- Projects committed events onto the tables made from them: the `decisions` rows, from the
+-- `decision.<verdict>` events (migration 0019), and the `operations` and `attempts` rows, from
+-- every event of an operation (eg_project_rows.sql; migration 0023), none of which the hot path
+-- writes. Called by the gate's projector in the background (p_wait false: a round another process
 -- is running is skipped, not waited for) and by every reader of decisions before it reads (p_wait
 -- true: it waits for a running round and then projects what is left, so it sees every decision
 -- committed before it asked). Takes at most p_per_chain events of each chain; answers how many it
@@ -11,11 +12,23 @@
 -- a gap-free prefix of it (an append holds its head row until it commits), so "after the
 -- frontier, in seq order" never skips an event that commits later. A row already there (a
 -- decision a previous version's gate wrote as a row too) is left as it is.
+--
+-- The rows have their own frontier (row_projection), and a chain's frontier row is locked before
+-- its events are read, in a statement of its own, so they are read in a snapshot that holds every
+-- event committed before the lock; it is held until this transaction ends. In the background the
+-- chains a rare path holds are skipped (`skip locked`): that rare path projects them itself
+-- (eg_project_chain.sql), and they are taken next round. A reader waits for every chain with
+-- events to project, in chain order.
 create or replace function eg_project(p_per_chain int, p_wait boolean) returns json language plpgsql
 set enable_seqscan = off set jit = off as $$
   declare
     v_events int;
     v_more boolean;
+    v_locked int[];
+    v_chains int[];
+    v_after bigint[];
+    v_through bigint[];
+    v_rows_more boolean;
   begin
     if p_wait then
       perform pg_advisory_xact_lock(1701273974);
@@ -53,5 +66,25 @@ set enable_seqscan = off set jit = off as $$
       select chain, count(*) as n from taken group by chain
     )
     select coalesce(sum(n), 0), coalesce(max(n) >= p_per_chain, false) into v_events, v_more from counted;
+
+    if p_wait then
+      select array_agg(chain) into v_locked from (select r.chain from row_projection r
+        join chain_head h on h.id = r.chain where h.last_seq > r.seq order by r.chain for update of r) l;
+    else
+      select array_agg(chain) into v_locked from (select r.chain from row_projection r
+        join chain_head h on h.id = r.chain where h.last_seq > r.seq order by r.chain for update of r skip locked) l;
+    end if;
+    if v_locked is not null then
+      select array_agg(r.chain order by r.chain), array_agg(r.seq order by r.chain),
+          array_agg(least(h.last_seq, r.seq + p_per_chain) order by r.chain), bool_or(h.last_seq > r.seq + p_per_chain)
+        into v_chains, v_after, v_through, v_rows_more
+        from row_projection r join chain_head h on h.id = r.chain
+        where r.chain = any(v_locked) and h.last_seq > r.seq;
+      if v_chains is not null then
+        perform eg_project_rows(v_chains, v_after, v_through);
+        update row_projection r set seq = t.seq from unnest(v_chains, v_through) t(chain, seq) where r.chain = t.chain;
+        v_more := v_more or v_rows_more;
+      end if;
+    end if;
     return json_build_object('events', v_events, 'more', v_more, 'busy', false);
   end $$;

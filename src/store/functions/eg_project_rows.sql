@@ -1,7 +1,9 @@
--- The operation and attempt rows made from the events, in one statement: the projection that is
--- to replace the hot path's own writes of those rows (src/store/README.md, "Next"). Not called by
--- the gate yet: today every test store, as it closes, rebuilds both tables with it from the events
--- alone and compares them with the rows the functions wrote (test/helpers/projected-rows.ts).
+-- The operation and attempt rows made from the events, in one statement. The hot path does not
+-- write them (a fresh operation, its first attempt, that attempt's outcome): they are made here,
+-- by the projector in the background (eg_project), by a reader before it reads and by a rare path
+-- before it reads or writes an operation's rows (eg_project_chain). Every test store, as it
+-- closes, also rebuilds both tables with it from the events alone into empty tables and compares
+-- them with the rows the store holds (test/helpers/projected-rows.ts).
 --
 -- Takes, of each chain p_chains[n], the events with seq in (p_after[n], p_through[n]], which is
 -- how a projector that keeps a frontier per chain reads them. Only an operation's own events
@@ -13,10 +15,17 @@
 -- its outcome (attempt.outcome), the outcome's columns winning over the lost outcome's: an attempt
 -- is marked lost only while it has no outcome, and its late outcome is still recorded. So each row
 -- is written once per call, whatever number of events it takes, which is where the projection
--- saves over the hot path's insert-then-update.
+-- saves over the hot path's old insert-then-update.
 --
--- What each column is made of mirrors the functions that write it today (eg_allow_new,
--- eg_insert_attempt, eg_record_outcome, eg_expire, eg_recover_attempt, eg_set_operation_state).
+-- A row may already be there: a rare path writes its own changes directly (a retry's attempt, an
+-- expiry's lost mark, a state an operator settled) before its event is projected, and a previous
+-- version's functions wrote every row. Such a row is left as inserted and takes the event's
+-- changes again, which are the ones it holds: the inserts skip a row that exists, and the updates
+-- apply to rows that existed before this statement (it cannot see its own inserts), so a new row
+-- is written once and an old one is brought to the same values it would have had.
+--
+-- What each column is made of mirrors the functions that write it directly (eg_insert_attempt,
+-- eg_attempt_outcome, eg_record_outcome, eg_expire, eg_recover_attempt, eg_set_operation_state).
 create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_through bigint[])
     returns void language plpgsql as $$
   begin
@@ -63,10 +72,11 @@ create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_t
         a.at, coalesce(c.at, a.at)
       from opened a left join changed c on c.op = a.op
       where a.new_op
+      on conflict (id) do nothing
     ), old_operations as (
       update operations o set state = c.state, updated_at = c.at
       from changed c
-      where o.id = c.op and not exists (select 1 from opened a where a.op = c.op and a.new_op)
+      where o.id = c.op
     ), new_attempts as (
       insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, dispatch_state,
         retry_of_attempt_id, retry_reason, request, status, response_fingerprint, destination_ref, replayed,
@@ -88,10 +98,10 @@ create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_t
       from opened a
       left join outcome o on o.id = a.d ->> 'attemptId'
       left join lost l on l.id = a.d ->> 'attemptId'
+      on conflict (id) do nothing
     ), touched as (
       select coalesce(o.id, l.id) as id, o.i, o.f, l.error as lost_error, l.at as lost_at
       from outcome o full join lost l on l.id = o.id
-      where not exists (select 1 from opened a where a.d ->> 'attemptId' = coalesce(o.id, l.id))
     )
     update attempts t set
       dispatch_state = case when x.i is not null then x.i ->> 'dispatchState'

@@ -11,7 +11,7 @@
 -- event at or below its chain's base with eg.pruning on: the base is moved first. Once the log is
 -- sealed, a cut past the chain's seq in the latest checkpoint is refused too (EG422): an event no
 -- checkpoint covers is never removed (eg_prune_cut never offers one), and so is one past what the
--- projection has read (migration 0019): its decision would be lost.
+-- projections have read (migrations 0019, 0023): its decision or rows would be lost.
 create or replace function eg_prune(p_cut text) returns json language plpgsql as $$
   declare
     c jsonb := p_cut::jsonb;
@@ -33,7 +33,8 @@ create or replace function eg_prune(p_cut text) returns json language plpgsql as
       raise exception 'effectgate: event % of chain % is not sealed yet: prune refused', v_cut, v_chain
         using errcode = 'EG422';
     end if;
-    if v_cut > coalesce((select seq from event_projection where chain = v_chain), v_head.base_seq) then
+    if v_cut > coalesce((select least(e.seq, r.seq) from event_projection e join row_projection r using (chain)
+        where chain = v_chain), v_head.base_seq) then
       raise exception 'effectgate: event % of chain % is not projected yet: prune refused', v_cut, v_chain
         using errcode = 'EG422';
     end if;

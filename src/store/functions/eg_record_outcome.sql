@@ -62,6 +62,13 @@ begin
     end if;
   end if;
   -- Read unlocked: an outcome, once written (finished_at), never changes.
+  -- Every other outcome reads its attempt's and its operation's rows, which the hot path no longer
+  -- writes: the key's lock first, then the operation's chain brought up to date
+  -- (eg_project_chain.sql). An abandoned decide's outcome names only its attempt: every chain.
+  if v_key_hash is not null and v_op_id is not null then
+    perform 1 from dedupe_keys where key_hash = v_key_hash for update;
+  end if;
+  perform eg_project_chain(v_op_id);
   select * into v_att from attempts where id = v_attempt_id;
   if not found and v_op_id is null then
     return json_build_object('operationState', null);

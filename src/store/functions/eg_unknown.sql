@@ -41,22 +41,20 @@ declare
   v_fingerprint text := p -> 'request' ->> 'fingerprint';
   v_other approvals%rowtype;
 begin
-  select * into v_prev from attempts where id = p_key.attempt_id;
-  v_changed := v_prev.id is not null and (v_prev.request ->> 'fingerprint') is distinct from v_fingerprint;
   if v_rec is null and v_rule = 'reconcile' then
     return json_build_object('verdict', 'reconcile', 'decisionId', null, 'operationId', p_key.operation_id,
       'attemptId', p_key.attempt_id);
   end if;
 
+  -- The key's lock, then its operation's rows brought up to date (eg_project_chain.sql).
   select * into v_key from dedupe_keys where key_hash = p_key.key_hash for update;
   if v_key.state is distinct from 'unknown' then
     return null;
   end if;
   v_op := v_key.operation_id;
-  if v_key.attempt_id is distinct from p_key.attempt_id then
-    select * into v_prev from attempts where id = v_key.attempt_id;
-    v_changed := v_prev.id is not null and (v_prev.request ->> 'fingerprint') is distinct from v_fingerprint;
-  end if;
+  perform eg_project_chain(v_op);
+  select * into v_prev from attempts where id = v_key.attempt_id;
+  v_changed := v_prev.id is not null and (v_prev.request ->> 'fingerprint') is distinct from v_fingerprint;
   select state, idempotency_header is not null into v_op_state, v_keyed from operations where id = v_op for update;
 
   if v_rec is not null then

@@ -20,6 +20,7 @@ import { migration0019 } from './0019-decision-projection/index.js';
 import { migration0020 } from './0020-kept-outcomes/index.js';
 import { migration0021 } from './0021-operation-state/index.js';
 import { migration0022 } from './0022-lost-attempt-on-key/index.js';
+import { migration0023 } from './0023-row-projection/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -52,6 +53,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0020-kept-outcomes': migration0020,
   '0021-operation-state': migration0021,
   '0022-lost-attempt-on-key': migration0022,
+  '0023-row-projection': migration0023,
 };
 
 export const migrationProvider: MigrationProvider = {

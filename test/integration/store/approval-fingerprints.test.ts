@@ -180,33 +180,33 @@ for (const target of storeTargets()) {
         await approve(scratch, changedApproved.approvalId);
         // As a store before 0011 looks: no request_fingerprint, one open card per operation, and
         // a card a change asked for says so only in its words.
-        await scratch.query(`update approvals set planned_recovery = 'One more attempt. The proposal that asked for this approval CHANGED the request (another fingerprint): approving lets the changed request go.'
+        await scratch.rawQuery(`update approvals set planned_recovery = 'One more attempt. The proposal that asked for this approval CHANGED the request (another fingerprint): approving lets the changed request go.'
           where id in ('${changedOpen.approvalId}', '${changedApproved.approvalId}')`);
-        await scratch.query('drop index approvals_one_open_idx');
-        await scratch.query('alter table approvals drop column request_fingerprint');
-        await scratch.query(
+        await scratch.rawQuery('drop index approvals_one_open_idx');
+        await scratch.rawQuery('alter table approvals drop column request_fingerprint');
+        await scratch.rawQuery(
           `create unique index approvals_one_open_idx on approvals (operation_id) where state = 'requested'`,
         );
-        await scratch.query(`delete from kysely_migration where name = '0011-approval-fingerprints'`);
+        await scratch.rawQuery(`delete from kysely_migration where name = '0011-approval-fingerprints'`);
         // Nor the migrations after it, which run again: 0012, 0013 and 0014 add columns (dropped here),
         // 0015 redefines two checks (it runs again as it is), 0017 indexes a column of 0013 (the
         // index goes with the dropped column), 0018 makes the checkpoints table and 0019 the
         // projection's (both dropped here), 0020 adds a column only if it is missing. A later one must be undone here too when it cannot run
         // twice.
-        await scratch.query('alter table attempts drop column outcome_rule, drop column error_code');
-        await scratch.query(
+        await scratch.rawQuery('alter table attempts drop column outcome_rule, drop column error_code');
+        await scratch.rawQuery(
           'alter table attempts drop column idempotency_key, drop column agent_idempotency_key, drop column gate_idempotency_key',
         );
-        await scratch.query(
+        await scratch.rawQuery(
           'alter table run_key_skips drop column call_key, drop column call_at, drop column call_repeats',
         );
-        await scratch.query('drop table audit_checkpoints');
-        await scratch.query('drop function eg_audit_checkpoints_append_only');
-        await scratch.query(`delete from settings where name = 'audit_log_id'`);
-        await scratch.query('drop table event_projection');
-        await scratch.query(`delete from kysely_migration where name > '0011-approval-fingerprints'`);
+        await scratch.rawQuery('drop table audit_checkpoints');
+        await scratch.rawQuery('drop function eg_audit_checkpoints_append_only');
+        await scratch.rawQuery(`delete from settings where name = 'audit_log_id'`);
+        await scratch.rawQuery('drop table event_projection');
+        await scratch.rawQuery(`delete from kysely_migration where name > '0011-approval-fingerprints'`);
         // Functions made anew on the old schema's successor, not cached plans of the dropped column.
-        await scratch.query(`delete from settings where name = '${CHECKSUM_SETTING}'`);
+        await scratch.rawQuery(`delete from settings where name = '${CHECKSUM_SETTING}'`);
 
         await scratch.migrate();
 

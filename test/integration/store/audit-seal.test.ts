@@ -257,12 +257,12 @@ for (const target of storeTargets()) {
       try {
         await writeHistory(old);
         // As the store looked before migration 0018.
-        await old.query('drop table audit_checkpoints');
-        await old.query('drop function eg_audit_checkpoints_append_only');
-        await old.query(`delete from settings where name in ('audit_log_id', '${CHECKSUM_SETTING}')`);
+        await old.rawQuery('drop table audit_checkpoints');
+        await old.rawQuery('drop function eg_audit_checkpoints_append_only');
+        await old.rawQuery(`delete from settings where name in ('audit_log_id', '${CHECKSUM_SETTING}')`);
         // 0019 (the decisions' projection) comes after it and runs again: its table goes too.
-        await old.query('drop table event_projection');
-        await old.query(`delete from kysely_migration where name >= '0018-audit-checkpoints'`);
+        await old.rawQuery('drop table event_projection');
+        await old.rawQuery(`delete from kysely_migration where name >= '0018-audit-checkpoints'`);
         await old.migrate();
         expect(await verifySealedLog(old, verifier)).toMatchObject({ ok: true, checkpoints: 0 });
         await new AuditSealer({ store: old, signer }).seal();

@@ -25,12 +25,13 @@ for (const target of storeTargets()) {
 
     const rows = async (where: string): Promise<number> =>
       Number(
-        (await store.query<{ n: number }>(`select count(*)::int as n from decisions where ${where}`))[0]?.n,
+        (await store.rawQuery<{ n: number }>(`select count(*)::int as n from decisions where ${where}`))[0]
+          ?.n,
       );
 
     /** Decision events whose decision has no row, and rows with more than one: both must be 0. */
     const mismatches = async (): Promise<{ missing: number; twice: number; events: number }> => {
-      const [r] = await store.query<{ missing: number; twice: number; events: number }>(
+      const [r] = await store.rawQuery<{ missing: number; twice: number; events: number }>(
         `select
            (select count(*)::int from events e where e.type like 'decision.%'
               and not exists (select 1 from decisions d where d.id = e.payload::jsonb -> 'input' ->> 'decisionId')) as missing,
@@ -108,7 +109,7 @@ for (const target of storeTargets()) {
     it('a row already there (a previous version wrote one too) is left as it is', async () => {
       const input = reserve(newRun(), newKey());
       await store.decide(input);
-      await store.query(
+      await store.rawQuery(
         `insert into decisions (id, run_id, tool_id, verdict, tenant, area, agent, explain)
          values ('${input.decisionId}', '${input.runId}', '${input.toolId}', 'allow', 'acme', 'support', 'triage-bot', 'written by the previous version')`,
       );
@@ -122,13 +123,13 @@ for (const target of storeTargets()) {
       await store.decide(reserve(newRun(), newKey()));
       await store.projectEvents({ wait: true, perChain: 1_000_000 });
       // A projection that has read nothing (as if it lagged): no chain may be cut past it.
-      await store.query('update event_projection set seq = 0');
-      const [cuts] = await store.query<{ cuts: { chain: number; cutSeq: number }[] | string }>(
+      await store.rawQuery('update event_projection set seq = 0');
+      const [cuts] = await store.rawQuery<{ cuts: { chain: number; cutSeq: number }[] | string }>(
         `select eg_prune_cut(now() + interval '1 day') as cuts`,
       );
       const list = typeof cuts!.cuts === 'string' ? JSON.parse(cuts!.cuts) : cuts!.cuts;
       expect(list.every((c: { cutSeq: number }) => Number(c.cutSeq) === 0)).toBe(true);
-      const [head] = await store.query<{ id: number; last_seq: string; last_hash: string }>(
+      const [head] = await store.rawQuery<{ id: number; last_seq: string; last_hash: string }>(
         'select id, last_seq, last_hash from chain_head where last_seq > 0 order by id limit 1',
       );
       await expect(
@@ -156,18 +157,18 @@ for (const target of storeTargets()) {
         for (let i = 0; i < 5; i++) await old.decide(reserve(newRun(), newKey()));
         await old.projectEvents({ wait: true, perChain: 1_000_000 });
         // As the store looked before migration 0019: its decisions rows were written with the events.
-        await old.query('drop table event_projection');
+        await old.rawQuery('drop table event_projection');
         // The migrations after it run again as they are (0020 adds a column only if it is missing).
-        await old.query(`delete from kysely_migration where name >= '0019-decision-projection'`);
-        await old.query(`delete from settings where name = '${CHECKSUM_SETTING}'`);
+        await old.rawQuery(`delete from kysely_migration where name >= '0019-decision-projection'`);
+        await old.rawQuery(`delete from settings where name = '${CHECKSUM_SETTING}'`);
         await old.migrate();
-        const [{ behind }] = (await old.query<{ behind: number }>(
+        const [{ behind }] = (await old.rawQuery<{ behind: number }>(
           'select count(*)::int as behind from event_projection f join chain_head h on h.id = f.chain where f.seq <> h.last_seq',
         )) as [{ behind: number }];
         expect(behind).toBe(0);
         for (let i = 0; i < 5; i++) await old.decide(reserve(newRun(), newKey()));
         await old.listDecisions({ runId: 'none' });
-        const [r] = await old.query<{ events: number; rows: number }>(
+        const [r] = await old.rawQuery<{ events: number; rows: number }>(
           `select (select count(*)::int from events where type like 'decision.%') as events,
                   (select count(*)::int from decisions) as rows`,
         );

@@ -116,6 +116,35 @@ for (const target of storeTargets()) {
       expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
     });
 
+    it('an outcome and a retry of its key in one batch: the retry needs the rows the outcome left to the projection, so the batch is resent call by call (EG425)', async () => {
+      const key = newKey();
+      const first = (await store.decide(reserve(newRun(), key))) as Allow;
+      expectVerdict(first, 'allow');
+      const before = store.stats.groupCommit;
+      const events0 = await count('select count(*) as n from events');
+      const [failed, retry] = await Promise.all([
+        store.recordOutcome(outcome(first, key, 'failed')),
+        store.decide(reserve(newRun(), key)),
+      ]);
+      const after = store.stats.groupCommit;
+      expect(after.batches).toBe(before.batches + 1);
+      expect(after.fallbacks).toBe(before.fallbacks + 1);
+      expect(failed).toMatchObject({ operationState: 'failed' });
+      // Sent alone (at once, so in either order on PostgreSQL): the next attempt of that operation,
+      // the outcome's event projected first; or, had it gone first, pending behind attempt 1.
+      expect(retry).toMatchObject({ operationId: first.operationId });
+      const attempts: [number, string | null][] = [[1, 'response_received']];
+      if (retry.verdict === 'allow') {
+        expect(retry).toMatchObject({ attemptNumber: 2 });
+        attempts.push([2, null]);
+      } else {
+        expect(retry).toMatchObject({ verdict: 'pending' });
+      }
+      expect(await count('select count(*) as n from events')).toBe(events0 + 2);
+      const op = await store.getOperation(first.operationId);
+      expect(op?.attempts.map((a) => [a.number, a.dispatchState])).toEqual(attempts);
+    });
+
     it('one call that fails fails alone: the rest of its batch commits once', async () => {
       const before = store.stats.groupCommit;
       const events0 = await count('select count(*) as n from events');

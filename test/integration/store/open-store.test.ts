@@ -91,12 +91,12 @@ for (const target of storeTargets()) {
     it('a failing migration is EG_ERR_MIGRATION_FAILED and leaves nothing half-applied', async () => {
       const store = await openTestStore(target, { migrate: false });
       try {
-        await store.query('create table events (squatter int)');
+        await store.rawQuery('create table events (squatter int)');
         await expect(store.migrate()).rejects.toMatchObject({
           code: 'EG_ERR_MIGRATION_FAILED',
           message: expect.stringContaining('0001-initial'),
         });
-        const tables = await store.query<{ n: number }>(
+        const tables = await store.rawQuery<{ n: number }>(
           `select count(*)::int as n from information_schema.tables where table_name in ('runs', 'chain_head')`,
         );
         expect(tables[0]?.n).toBe(0);
