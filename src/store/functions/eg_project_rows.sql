@@ -43,7 +43,9 @@ create or replace function eg_project_rows(p_chains int[], p_after bigint[], p_t
           x.p -> 'facts' -> 'outcomeLost' -> 'stateChange' ->> 'to') as to_state
       from unnest(p_chains, p_after, p_through) as r(chain, after_seq, through_seq)
       join events e on e.chain = r.chain and e.seq > r.after_seq and e.seq <= r.through_seq
-      cross join lateral (select e.payload::jsonb as p) x
+      -- `offset 0`: parsed once. Without it the planner inlines the subquery and every `x.p` below
+      -- parses the payload again (15 times an event: 448 against 79 ms for 4,400 events).
+      cross join lateral (select e.payload::jsonb as p offset 0) x
       where e.operation_id is not null
     ), changed as (
       -- Each operation's last change among the events taken.
