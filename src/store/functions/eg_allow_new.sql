@@ -19,7 +19,7 @@ create or replace function eg_allow_new(p jsonb, p_input text, p_key_hash text, 
   begin
     -- The operation's row and its first attempt's are made from this decision's event
     -- (eg_project_rows.sql); eg_insert_attempt writes no row for a first attempt.
-    perform eg_rows_unwritten(v_op);
+    perform eg_rows_unwritten(v_op, p, false);
     v_attempt := eg_insert_attempt(p, v_op, 1, null, null, null, 1, null);
     v_taken_first := v_taken_from is not null and eg_chain_of(v_taken_from) < eg_chain_of(v_op);
     if v_taken_first then

@@ -44,7 +44,7 @@ begin
   end if;
   -- The attempt's outcome and the operation's state are made from the outcome event
   -- (eg_project_rows.sql): number 1, not late (no expiry marked it), as the key row says.
-  perform eg_rows_unwritten(v_op_id);
+  perform eg_rows_unwritten(v_op_id, p, true);
   perform eg_outcome_event(p_input, v_op_id, 1, false, false, false, v_change,
     v_key_state, v_window);
   return json_build_object('operationState', v_state);

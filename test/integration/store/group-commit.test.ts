@@ -247,6 +247,70 @@ for (const target of storeTargets()) {
         expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
       });
 
+      it('two batches of keyless outcomes on the same chains in opposite orders never deadlock: their chains’ frontier rows are taken at once, in chain order', async () => {
+        // A keyless outcome projects its chain and holds that chain's frontier row to COMMIT
+        // (eg_project_chain.sql). Batch A has chain c1's outcome first and c2's last, B the other
+        // way round, each paused between them at a decide whose key a side connection holds: taken
+        // in call order, A would hold c1's row and wait for c2's, B the reverse.
+        const allows: Allow[] = [];
+        for (let i = 0; i < 50 && new Set(allows.map((a) => chainOf(a.operationId))).size < 2; i++) {
+          allows.push((await store.decide(reserve(newRun(), null))) as Allow);
+        }
+        const first = allows[0]!;
+        const second = allows.find((a) => chainOf(a.operationId) !== chainOf(first.operationId))!;
+        const [k1, k2] = [newKey(), newKey()];
+        const side = new pg.Client({ connectionString: store.url });
+        const clients = [
+          new pg.Client({ connectionString: store.url }),
+          new pg.Client({ connectionString: store.url }),
+        ];
+        await Promise.all([side, ...clients].map((c) => c.connect()));
+        try {
+          await side.query('begin');
+          for (const k of [k1, k2]) {
+            await side.query(
+              `insert into dedupe_keys (key_hash, tenant, area, agent, tool_id, state, operation_id, attempt_number)
+               values ($1, 'acme', 'support', 'triage-bot', 'github.create_issue', 'pending', 'side', 1)`,
+              [k.hash],
+            );
+          }
+          const fns = JSON.stringify(['eg_record_outcome', 'eg_decide', 'eg_record_outcome']);
+          const batch = (client: pg.Client, calls: readonly unknown[]) =>
+            client.query('select eg_batch($1, $2) as r', [fns, JSON.stringify(calls)]);
+          const a = batch(clients[0]!, [
+            outcome(first, null, 'succeeded'),
+            reserve(newRun(), k1),
+            outcome(second, null, 'succeeded'),
+          ]);
+          const b = batch(clients[1]!, [
+            outcome(second, null, 'succeeded'),
+            reserve(newRun(), k2),
+            outcome(first, null, 'succeeded'),
+          ]);
+          for (let i = 0; i < 200; i++) {
+            const waiting = await side.query<{ n: string }>(
+              `select count(*) as n from pg_stat_activity where datname = current_database()
+               and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
+            );
+            if (Number(waiting.rows[0]!.n) >= 2) break;
+            await sleep(20);
+          }
+          await side.query('rollback');
+          // Neither is failed as a deadlock: one commits, then the other (its outcomes are then
+          // written again, and answered as already recorded).
+          const results = await Promise.allSettled([a, b]);
+          expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual([
+            'ok',
+            'ok',
+          ]);
+        } finally {
+          await side.query('rollback').catch(() => undefined);
+          await Promise.all([side, ...clients].map((c) => c.end()));
+        }
+        expect((await store.getOperation(first.operationId))?.state).toBe('succeeded');
+        expect((await store.getOperation(second.operationId))?.state).toBe('succeeded');
+      });
+
       it('two batches whose events go to the same chains in opposite orders never deadlock: events are appended in chain order', async () => {
         // Batch A's first call writes to chain c1 and its last to c2; batch B's the other way
         // round. Appended as each call ends, A would hold c1's head and wait for c2's, B the
