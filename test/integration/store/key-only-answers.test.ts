@@ -91,15 +91,23 @@ for (const target of storeTargets()) {
       const events = async (): Promise<number> =>
         Number((await store.rawQuery<{ n: number }>('select count(*)::int as n from events'))[0]?.n);
       const before = await events();
-      for (const bad of [{ dispatchState: 'sent_twice' }, { status: 'two hundred' }, { durationMs: 'slow' }]) {
-        await expect(store.recordOutcome({ ...outcome(allow, key, 'succeeded'), ...bad } as never)).rejects.toThrow();
+      for (const bad of [
+        { dispatchState: 'sent_twice' },
+        { status: 'two hundred' },
+        { durationMs: 'slow' },
+      ]) {
+        await expect(
+          store.recordOutcome({ ...outcome(allow, key, 'succeeded'), ...bad } as never),
+        ).rejects.toThrow();
       }
       const proposal = reserve(newRun(), newKey());
       await expect(store.decide({ ...proposal, unknownRule: 'guess' } as never)).rejects.toThrow();
       await expect(store.decide({ ...proposal, toolId: null } as never)).rejects.toThrow();
       expect(await events()).toBe(before);
       // The key is still pending on the attempt, which takes its real outcome, and the projection goes on.
-      expect(await store.recordOutcome(outcome(allow, key, 'succeeded'))).toEqual({ operationState: 'succeeded' });
+      expect(await store.recordOutcome(outcome(allow, key, 'succeeded'))).toEqual({
+        operationState: 'succeeded',
+      });
       expect((await store.getOperation(allow.operationId))?.state).toBe('succeeded');
       expectVerdict(await store.decide(proposal), 'allow');
     });
