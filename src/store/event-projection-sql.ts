@@ -49,3 +49,11 @@ export async function catchUp(db: Kysely<Database>): Promise<void> {
     `the projection is more than ${CATCH_UP_ROUNDS} rounds behind the events; is the gate's projector running?`,
   );
 }
+
+/**
+ * Brings one operation's rows up to date before they are read: its chain only
+ * (eg_project_chain.sql), so reading one operation waits for no other chain and no projector round.
+ */
+export async function catchUpOperation(db: Kysely<Database>, operationId: string): Promise<void> {
+  await sql`select eg_project_chain(${operationId})`.execute(db);
+}

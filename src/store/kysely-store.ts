@@ -120,7 +120,7 @@ export class KyselyStore implements Store {
 
   getOperation(id: string): Promise<OperationRecord | null> {
     return this.#guard('getOperation', async () => {
-      await projection.catchUp(this.#db);
+      await projection.catchUpOperation(this.#db, id);
       const row = await this.#db.selectFrom('operations').selectAll().where('id', '=', id).executeTakeFirst();
       if (!row) return null;
       const attempts = await this.#attemptsOf([id]);
