@@ -386,6 +386,11 @@ for (const target of storeTargets()) {
       const { sql } = await import('kysely');
       const store = await openKyselyStore({ url: storeUrl, migrate: false });
       try {
+        // The operation, attempt and decision rows are made from the events off the hot path:
+        // made now, so that the tables searched hold every row.
+        for (let round = 0; round < 100; round++) {
+          if (!(await store.projectEvents({ wait: true })).more) break;
+        }
         let everything = '';
         for (const table of ['events', 'operations', 'attempts', 'decisions', 'dedupe_keys', 'runs']) {
           const rows = await sql.raw(`select * from ${table}`).execute(store.db);

@@ -218,7 +218,7 @@ begin
     -- on the upsert and the budget block at (f) refuse one that became takeable since this read, so
     -- the loop reads it again and checks it here then.
     v_fork_of := null;
-    v_fork_unchecked := v_row.state = 'pending' and v_row.expires_at >= now();
+    v_fork_unchecked := coalesce(v_row.state = 'pending' and v_row.expires_at >= now(), false);
     if v_row.state in ('released', 'pending') and (v_window is null or v_row.created_at + v_window > now())
         and not v_fork_unchecked then
       select * into v_prev from attempts where id = v_row.attempt_id;
