@@ -25,10 +25,6 @@ set enable_seqscan = off set jit = off as $$
     v_events int;
     v_more boolean;
     v_locked int[];
-    v_chains int[];
-    v_after bigint[];
-    v_through bigint[];
-    v_rows_more boolean;
   begin
     if p_wait then
       perform pg_advisory_xact_lock(1701273974);
@@ -75,16 +71,7 @@ set enable_seqscan = off set jit = off as $$
         join chain_head h on h.id = r.chain where h.last_seq > r.seq order by r.chain for update of r skip locked) l;
     end if;
     if v_locked is not null then
-      select array_agg(r.chain order by r.chain), array_agg(r.seq order by r.chain),
-          array_agg(least(h.last_seq, r.seq + p_per_chain) order by r.chain), bool_or(h.last_seq > r.seq + p_per_chain)
-        into v_chains, v_after, v_through, v_rows_more
-        from row_projection r join chain_head h on h.id = r.chain
-        where r.chain = any(v_locked) and h.last_seq > r.seq;
-      if v_chains is not null then
-        perform eg_project_rows(v_chains, v_after, v_through);
-        update row_projection r set seq = t.seq from unnest(v_chains, v_through) t(chain, seq) where r.chain = t.chain;
-        v_more := v_more or v_rows_more;
-      end if;
+      v_more := eg_project_frontiers(v_locked, p_per_chain) or v_more;
     end if;
     return json_build_object('events', v_events, 'more', v_more, 'busy', false);
   end $$;

@@ -25,24 +25,13 @@
 -- refusal: it wrote their rows itself.
 create or replace function eg_project_chain(p_operation_id text) returns void language plpgsql as $$
   declare
-    v_chain int;
-    v_after bigint;
-    v_head bigint;
+    v_locked int[];
   begin
     if p_operation_id = any(string_to_array(current_setting('eg.unprojected', true), ' ')) then
       raise exception 'effectgate: operation % has events this batch has not appended yet', p_operation_id
         using errcode = 'EG425';
     end if;
-    for v_chain, v_after in
-      select chain, seq from row_projection
-      where p_operation_id is null or chain = eg_chain_of(p_operation_id)
-      order by chain for update loop
-      -- A statement of its own, after the lock: its snapshot holds every event committed before
-      -- the lock was granted, and a chain's committed events are a gap-free prefix of it.
-      select last_seq into v_head from chain_head where id = v_chain;
-      if v_head > v_after then
-        perform eg_project_rows(array[v_chain], array[v_after], array[v_head]);
-        update row_projection set seq = v_head where chain = v_chain;
-      end if;
-    end loop;
+    select array_agg(chain) into v_locked from (select chain from row_projection
+      where p_operation_id is null or chain = eg_chain_of(p_operation_id) order by chain for update) l;
+    perform eg_project_frontiers(v_locked, null);
   end $$;

@@ -178,6 +178,31 @@ for (const target of storeTargets()) {
     });
 
     if (target.kind === 'postgres') {
+      /** Begins a transaction on `side` that reserves each key, uncommitted: a call of it waits. */
+      async function holdKeys(side: pg.Client, hashes: readonly string[]): Promise<void> {
+        await side.query('begin');
+        for (const hash of new Set(hashes)) {
+          await side.query(
+            `insert into dedupe_keys (key_hash, tenant, area, agent, tool_id, state, operation_id, attempt_number)
+             values ($1, 'acme', 'support', 'triage-bot', 'github.create_issue', 'pending', 'side', 1)`,
+            [hash],
+          );
+        }
+      }
+
+      /** Until two other backends wait for a lock (bounded: about 4 s). */
+      async function untilBothWait(side: pg.Client): Promise<void> {
+        for (let i = 0; i < 200; i++) {
+          const waiting = await side.query<{ n: string }>(
+            // Not found by query text: a loaded machine reports it late.
+            `select count(*) as n from pg_stat_activity where datname = current_database()
+             and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
+          );
+          if (Number(waiting.rows[0]!.n) >= 2) return;
+          await sleep(20);
+        }
+      }
+
       /**
        * Runs `a` on this store and `b` on a second store of the same database (a second gate
        * process), each as one batch of three decides, both paused at their second call: a side
@@ -193,25 +218,10 @@ for (const target of storeTargets()) {
         const side = new pg.Client({ connectionString: store.url });
         await side.connect();
         try {
-          await side.query('begin');
-          for (const input of new Set([a[1].key!.hash, b[1].key!.hash])) {
-            await side.query(
-              `insert into dedupe_keys (key_hash, tenant, area, agent, tool_id, state, operation_id, attempt_number)
-               values ($1, 'acme', 'support', 'triage-bot', 'github.create_issue', 'pending', 'side', 1)`,
-              [input],
-            );
-          }
+          await holdKeys(side, [a[1].key!.hash, b[1].key!.hash]);
           const batchA = Promise.all(a.map((input) => store.decide(input)));
           const batchB = Promise.all(b.map((input) => sibling.decide(input)));
-          for (let i = 0; i < 200; i++) {
-            const waiting = await side.query<{ n: string }>(
-              // Both batches wait for a lock (not found by query text: a loaded machine reports it late).
-              `select count(*) as n from pg_stat_activity where datname = current_database()
-               and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
-            );
-            if (Number(waiting.rows[0]!.n) >= 2) break;
-            await sleep(20);
-          }
+          await untilBothWait(side);
           await side.query('rollback');
           const [ra, rb] = await Promise.all([batchA, batchB]);
           return {
@@ -266,14 +276,7 @@ for (const target of storeTargets()) {
         ];
         await Promise.all([side, ...clients].map((c) => c.connect()));
         try {
-          await side.query('begin');
-          for (const k of [k1, k2]) {
-            await side.query(
-              `insert into dedupe_keys (key_hash, tenant, area, agent, tool_id, state, operation_id, attempt_number)
-               values ($1, 'acme', 'support', 'triage-bot', 'github.create_issue', 'pending', 'side', 1)`,
-              [k.hash],
-            );
-          }
+          await holdKeys(side, [k1.hash, k2.hash]);
           const fns = JSON.stringify(['eg_record_outcome', 'eg_decide', 'eg_record_outcome']);
           const batch = (client: pg.Client, calls: readonly unknown[]) =>
             client.query('select eg_batch($1, $2) as r', [fns, JSON.stringify(calls)]);
@@ -287,14 +290,7 @@ for (const target of storeTargets()) {
             reserve(newRun(), k2),
             outcome(first, null, 'succeeded'),
           ]);
-          for (let i = 0; i < 200; i++) {
-            const waiting = await side.query<{ n: string }>(
-              `select count(*) as n from pg_stat_activity where datname = current_database()
-               and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
-            );
-            if (Number(waiting.rows[0]!.n) >= 2) break;
-            await sleep(20);
-          }
+          await untilBothWait(side);
           await side.query('rollback');
           // Neither is failed as a deadlock: one commits, then the other (its outcomes are then
           // written again, and answered as already recorded).
