@@ -1,5 +1,5 @@
 /**
- * The physical floor of a governed call (issue 12), as a reference scenario: the least a gate can
+ * The physical floor of a governed call, as a reference scenario: the least a gate can
  * do and still reserve before and confirm after. A plain `node:http` forward proxy for
  * absolute-form requests that, per request, reads the JSON body, hashes its `title` into a key,
  * makes ONE PostgreSQL round trip to reserve it (`insert … on conflict do nothing`: a taken key is

@@ -1,5 +1,5 @@
 /**
- * Where PostgreSQL spends a governed allow, per SQL function (issue 12): runs N allows (decide for a
+ * Where PostgreSQL spends a governed allow, per SQL function: runs N allows (decide for a
  * fresh key, then recordOutcome) and N duplicates through the real store on a scratch database
  * with `track_functions = all`, then prints `pg_stat_user_functions` (calls, total and self time
  * per call) and the WAL bytes and records per call from `pg_stat_wal` (cluster-wide: run it on a

@@ -1,5 +1,5 @@
 /**
- * Hostile governed bodies against ungoverned latency (issue 10 item 5): the real proxy, started from
+ * Hostile governed bodies against ungoverned latency: the real proxy, started from
  * the working tree's sources, measures ungoverned p50/p99 at one connection alone, then while four
  * clients keep 1 MB hostile JSON bodies in flight to a governed route (deeply nested; wide with many
  * members; wide just under the gate's node limit). The gate has one event loop: whatever a governed

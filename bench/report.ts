@@ -219,7 +219,7 @@ export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: S
   return lines.join('\n');
 }
 
-/** Governed PostgreSQL figures over the floor prototype's (issue 12): throughput, latency, CPU, WAL. */
+/** Governed PostgreSQL figures over the floor prototype's: throughput, latency, CPU, WAL. */
 function floorRatios(rows: readonly BenchRow[]): string[] {
   const lines: string[] = [];
   for (const c of [1, 32]) {

@@ -461,7 +461,7 @@ async function main(): Promise<void> {
       tlsUngovernedDone = true;
     }
     if (store === 'postgres' && only('floor')) {
-      // The physical floor, measured next to the gate's allow in the same run (issue 12).
+      // The physical floor, measured next to the gate's allow in the same run.
       const floor = await spawnListening({
         name: 'floor proxy',
         args: ['--import', 'tsx', resolve(ROOT, 'bench/floor-proxy.ts'), storeUrl],

@@ -1,5 +1,5 @@
 /**
- * The store alone under concurrency (issue 12 item 3, group commit): C loops, each making governed
+ * The store alone under concurrency (group commit): C loops, each making governed
  * allows (decide for a fresh key, then recordOutcome) through the real store for S seconds, then
  * prints allows per second, PostgreSQL CPU per allow (from /proc) and what group commit did
  * (batches, calls in them, fallbacks). No proxy: this separates the store protocol's cost from

@@ -1,5 +1,5 @@
 /**
- * Is the cost of a governed call flat as the store grows (issue 12, item 6)? For each size, a
+ * Is the cost of a governed call flat as the store grows? For each size, a
  * scratch PostgreSQL database is migrated, bulk-loaded with that many past allows (one operation,
  * one attempt, one decision, one confirmed key and its two events each, with payloads of the real
  * events' size, spread over the 64 chains), vacuumed and analysed; then the real store calls are
