@@ -222,8 +222,11 @@ export function formatRatios(rows: readonly BenchRow[], rt: RoundTrips, calls: S
 /** Governed PostgreSQL figures over the floor prototype's: throughput, latency, CPU, WAL. */
 function floorRatios(rows: readonly BenchRow[]): string[] {
   const lines: string[] = [];
-  for (const c of [1, 32]) {
-    const floor = find(rows, 'floor', 'postgres', c);
+  // The targets are against the plain floor; the floors with events are the least a trail costs
+  // on top of it, chained as written or sealed afterwards (floor-proxy.ts), for comparison only.
+  const floors = ['floor', 'floor-chained', 'floor-events'] as const;
+  for (const [c, floorKind] of [1, 32].flatMap((n) => floors.map((k) => [n, k] as const))) {
+    const floor = find(rows, floorKind, 'postgres', c);
     if (floor === null) continue;
     for (const kind of ['allow', 'duplicate'] as const) {
       const r = find(rows, kind, 'postgres', c);
@@ -234,7 +237,7 @@ function floorRatios(rows: readonly BenchRow[]): string[] {
         return a === null || b === null || b === 0 ? '-' : `${fmt(a / b)}x (${fmt(a, 0)} vs ${fmt(b, 0)})`;
       };
       lines.push(
-        `  postgres @${c}: ${kind} / floor: throughput ${fmt(r.rps / floor.rps)}x, p50 ${fmt(r.p50Ms / floor.p50Ms)}x (${fmt(r.p50Ms, 3)} vs ${fmt(floor.p50Ms, 3)} ms); ` +
+        `  postgres @${c}: ${kind} / ${floor.label ?? 'floor'}: throughput ${fmt(r.rps / floor.rps)}x, p50 ${fmt(r.p50Ms / floor.p50Ms)}x (${fmt(r.p50Ms, 3)} vs ${fmt(floor.p50Ms, 3)} ms); ` +
           `per request: proxy cpu ${per((p) => p.proxyCpuUs)} µs, postgres cpu ${per((p) => p.postgresCpuUs)} µs, WAL ${per((p) => p.walBytes)} B`,
       );
     }

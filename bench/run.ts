@@ -460,17 +460,26 @@ async function main(): Promise<void> {
         for (const c of connectionCounts) await measure(connectTunnelScenario(overTls(c)));
       tlsUngovernedDone = true;
     }
-    if (store === 'postgres' && only('floor')) {
-      // The physical floor, measured next to the gate's allow in the same run.
+    for (const trail of [null, 'chained', 'events'] as const) {
+      if (store !== 'postgres' || !only(trail === null ? 'floor' : `floor-${trail}`)) continue;
+      // The physical floor, measured next to the gate's allow in the same run; then the same floor
+      // appending an event per round trip, chained or not (floor-proxy.ts, BENCH_FLOOR_TRAIL).
       const floor = await spawnListening({
         name: 'floor proxy',
         args: ['--import', 'tsx', resolve(ROOT, 'bench/floor-proxy.ts'), storeUrl],
+        env: { BENCH_FLOOR_TRAIL: trail ?? '' },
         listening: /floor proxy listening on 127\.0\.0\.1:(\d+)/,
       });
-      console.log(`floor prototype on postgres (port ${floor.port}):`);
+      console.log(
+        `floor prototype${trail === null ? '' : ` with ${trail} events`} on postgres (port ${floor.port}):`,
+      );
       for (const c of connectionCounts)
         await measure(
-          floorScenario({ proxyPort: floor.port, upstreamPort: upstream.port, connections: c }, runTag),
+          floorScenario(
+            { proxyPort: floor.port, upstreamPort: upstream.port, connections: c },
+            runTag,
+            trail,
+          ),
           floor.process.pid,
         );
       await stopChild(floor.process);

@@ -14,6 +14,8 @@ export const SCENARIO_NAMES = [
   'hop',
   'squid',
   'floor',
+  'floor-chained',
+  'floor-events',
   'allow',
   'duplicate',
   'interceptor-ungoverned',
@@ -134,16 +136,30 @@ export function allowScenario(t: Target, store: StoreKind, runTag: string): Scen
  * The physical floor (bench/floor-proxy.ts, PostgreSQL only): the allow scenario's requests through
  * a plain proxy that makes one reservation round trip before and one confirmation after.
  */
-export function floorScenario(t: Target, runTag: string): ScenarioSpec {
+export function floorScenario(
+  t: Target,
+  runTag: string,
+  trail: 'chained' | 'events' | null = null,
+): ScenarioSpec {
   return {
-    kind: 'floor',
+    kind: trail === null ? 'floor' : `floor-${trail}`,
     store: 'postgres',
-    label: 'floor (prototype)',
-    name: 'floor: 1 round trip before, 1 after (postgres)',
+    label:
+      trail === null
+        ? 'floor (prototype)'
+        : trail === 'chained'
+          ? 'floor + chained events'
+          : 'floor + unchained events',
+    name: `floor: 1 round trip before, 1 after${trail === null ? '' : `, each appending a ${trail} event`} (postgres)`,
     connections: t.connections,
     origin: `http://127.0.0.1:${t.proxyPort}`,
     request: (seq: number): Dispatcher.RequestOptions =>
-      proxied(t, ISSUES_PATH, {}, issueBody(`floor ${runTag} issue ${seq}`)),
+      proxied(
+        t,
+        ISSUES_PATH,
+        {},
+        issueBody(`floor${trail === null ? '' : `-${trail}`} ${runTag} issue ${seq}`),
+      ),
     expect: { status: 201, verdict: 'allow' },
   };
 }
