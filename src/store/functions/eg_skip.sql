@@ -39,13 +39,17 @@ begin
     returning shadow_skips into v_skips;
     return v_skips;
   end if;
-  update run_key_skips s set call_repeats = s.call_repeats + 1
-    where s.tenant = v_scope ->> 'tenant' and s.area = v_scope ->> 'area' and s.agent = v_scope ->> 'agent'
-      and s.run_id = p ->> 'runId' and s.key_hash = p_hash and s.operation_id = p_op
-      and eg_call_repeat(p, s.call_key, s.call_at, s.call_repeats)
-    returning s.skips into v_skips;
-  if found then
-    return v_skips;
+  -- Only a proposal with the agent's own key can be a repeat (eg_call_repeat); without one, the
+  -- most common duplicate, the statement could match nothing and is not run.
+  if eg_call_key(p) is not null then
+    update run_key_skips s set call_repeats = s.call_repeats + 1
+      where s.tenant = v_scope ->> 'tenant' and s.area = v_scope ->> 'area' and s.agent = v_scope ->> 'agent'
+        and s.run_id = p ->> 'runId' and s.key_hash = p_hash and s.operation_id = p_op
+        and eg_call_repeat(p, s.call_key, s.call_at, s.call_repeats)
+      returning s.skips into v_skips;
+    if found then
+      return v_skips;
+    end if;
   end if;
   -- client: the address a derived run was derived from (it never halts: eg_halted.sql; the run page names it).
   insert into runs as r (tenant, area, agent, id, duplicate_skips, client)
