@@ -27,15 +27,15 @@ begin
   if p ->> 'derivedClient' is not null then
     return null;
   end if;
-  -- A run with no row has nothing to halt (its row is written on its first skip; below, a halt
-  -- needs a count of that row's): the common case answered by a probe of `runs` alone, before
-  -- the statement that joins its counts.
+  -- A run's row is written on its first duplicate skip (eg_skip), and a halt needs that row's
+  -- counts, so a run with none has nothing to halt: the common case, answered by a probe of `runs`
+  -- alone (a statement opens every relation of its plan, found or not) before the one that joins
+  -- its counts.
   if not exists (select 1 from runs r where r.tenant = v_tenant and r.area = v_area and r.agent = v_agent
       and r.id = v_run) then
     return null;
   end if;
-  -- A run's row is written on its first duplicate skip (eg_skip), so a run with none costs one
-  -- probe here. A halted run is answered `halted` whatever it proposes, until an
+  -- A halted run is answered `halted` whatever it proposes, until an
   -- operator releases it (eg_release_run). A run not yet halted halts here when it proposes again
   -- an effect it was already told max_duplicate_skips times is done: eg_skip counts per run and
   -- key (why per key: eg_skip.sql), so a run's distinct duplicates never add up to a halt.
