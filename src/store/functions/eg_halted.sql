@@ -1,7 +1,8 @@
 -- The loop breaker, step (a) of eg_decide (migration 0009): answers `halted` (recording the
 -- decision and, on the proposal that halts the run, the halt) or returns null for the steps that
 -- follow, for named runs only. eg_skip counts per run and key (why per key: eg_skip.sql);
--- eg_release_run lets a halted run go on. Takes no lock before the halt's UPDATE of the run's own row.
+-- eg_release_run lets a halted run go on. Takes no lock before the halt's UPDATE of the run's own
+-- row, except for a delegated claim of the skipped operation (below): the key's row, then its chain.
 create or replace function eg_halted(p jsonb, p_input text) returns json language plpgsql as $$
 declare
   v_scope jsonb := p -> 'scope';

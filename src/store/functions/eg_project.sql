@@ -71,7 +71,10 @@ set enable_seqscan = off set jit = off as $$
         join chain_head h on h.id = r.chain where h.last_seq > r.seq order by r.chain for update of r skip locked) l;
     end if;
     if v_locked is not null then
-      v_more := eg_project_frontiers(v_locked, p_per_chain) or v_more;
+      -- Its own statement, whatever v_more is: the frontiers move on every call.
+      if eg_project_frontiers(v_locked, p_per_chain) then
+        v_more := true;
+      end if;
     end if;
     return json_build_object('events', v_events, 'more', v_more, 'busy', false);
   end $$;

@@ -39,8 +39,8 @@ begin
     returning shadow_skips into v_skips;
     return v_skips;
   end if;
-  -- Only a proposal with the agent's own key can be a repeat (eg_call_repeat); without one, the
-  -- most common duplicate, the statement could match nothing and is not run.
+  -- Only a proposal with the agent's own key can be a repeat (eg_call_repeat's first condition);
+  -- without one, the most common duplicate, the statement cannot match a row and is not run.
   if eg_call_key(p) is not null then
     update run_key_skips s set call_repeats = s.call_repeats + 1
       where s.tenant = v_scope ->> 'tenant' and s.area = v_scope ->> 'area' and s.agent = v_scope ->> 'agent'
