@@ -158,7 +158,7 @@ function outcomeFacts(key: string, status: number, text: string): string {
     },
   });
 }
-/** The chain of a key: its first byte after the prefix, as the gate spreads keys over chains. */
+/** The chain of a key: the first byte of its hash mod 64, as eg_chain_of takes an id's sha256's first byte. */
 const chainOf = (key: string): number => Number.parseInt(key.slice(7, 9), 16) % CHAINS;
 
 function reply(res: ServerResponse, status: number, body: string, verdict: string): void {

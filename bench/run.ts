@@ -44,6 +44,7 @@ import {
   connectTunnelScenario,
   directScenario,
   duplicateScenario,
+  FLOOR_LABELS,
   floorScenario,
   httpsAllowScenario,
   httpsDuplicateScenario,
@@ -470,9 +471,7 @@ async function main(): Promise<void> {
         env: { BENCH_FLOOR_TRAIL: trail ?? '' },
         listening: /floor proxy listening on 127\.0\.0\.1:(\d+)/,
       });
-      console.log(
-        `floor prototype${trail === null ? '' : ` with ${trail} events`} on postgres (port ${floor.port}):`,
-      );
+      console.log(`${FLOOR_LABELS[trail ?? 'none']} on postgres (port ${floor.port}):`);
       for (const c of connectionCounts)
         await measure(
           floorScenario(

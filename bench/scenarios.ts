@@ -132,6 +132,13 @@ export function allowScenario(t: Target, store: StoreKind, runTag: string): Scen
   };
 }
 
+/** The floor rows' names: the plain floor, and with events chained as written or not. */
+export const FLOOR_LABELS = {
+  none: 'floor (prototype)',
+  chained: 'floor + chained events',
+  events: 'floor + unchained events',
+} as const;
+
 /**
  * The physical floor (bench/floor-proxy.ts, PostgreSQL only): the allow scenario's requests through
  * a plain proxy that makes one reservation round trip before and one confirmation after.
@@ -144,12 +151,7 @@ export function floorScenario(
   return {
     kind: trail === null ? 'floor' : `floor-${trail}`,
     store: 'postgres',
-    label:
-      trail === null
-        ? 'floor (prototype)'
-        : trail === 'chained'
-          ? 'floor + chained events'
-          : 'floor + unchained events',
+    label: FLOOR_LABELS[trail ?? 'none'],
     name: `floor: 1 round trip before, 1 after${trail === null ? '' : `, each appending a ${trail} event`} (postgres)`,
     connections: t.connections,
     origin: `http://127.0.0.1:${t.proxyPort}`,

@@ -45,8 +45,8 @@ export const MIGRATION_SETTING = 'functions_migration';
  * Created before the others, in this order. A `language sql` body is checked when it is created,
  * so the functions it calls must exist already; a plpgsql body's calls are resolved only when it
  * runs, so the rest need no order. `eg_call_repeat` calls `eg_call_key`, which is created first
- * for it (eg_ms stays first for the next one that needs it). A function missing here that should be in it fails every
- * fresh store's migrate with "function … does not exist".
+ * for it (eg_ms stays first for the next one that needs it). A function missing here that should
+ * be in it fails every fresh store's migrate with "function … does not exist".
  */
 const CREATED_FIRST: readonly string[] = ['eg_ms', 'eg_call_key'];
 
