@@ -133,7 +133,7 @@ export function toDecision(row: DecisionRow): DecisionRecord {
   };
 }
 
-export function toEvent(row: Omit<Selectable<EventsTable>, 'recorded_at'>): EventRecord {
+export function toEvent(row: Omit<Selectable<EventsTable>, 'recorded_at' | 'tx' | 'pos'>): EventRecord {
   return {
     chain: Number(row.chain),
     seq: Number(row.seq),

@@ -183,6 +183,10 @@ export interface EventsTable {
   payload: string;
   prev_hash: string;
   hash: string;
+  /** Migration 0024: the writer's top-level transaction id (xid8, as text); null on older events. */
+  tx: ColumnType<string | null, never, never>;
+  /** Migration 0024: the store's order of inserts (sequence events_pos); null on older events. */
+  pos: ColumnType<string | null, never, never>;
 }
 
 export interface ChainHeadTable {

@@ -21,6 +21,7 @@ import { migration0020 } from './0020-kept-outcomes/index.js';
 import { migration0021 } from './0021-operation-state/index.js';
 import { migration0022 } from './0022-lost-attempt-on-key/index.js';
 import { migration0023 } from './0023-row-projection/index.js';
+import { migration0024 } from './0024-event-order/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -54,6 +55,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0021-operation-state': migration0021,
   '0022-lost-attempt-on-key': migration0022,
   '0023-row-projection': migration0023,
+  '0024-event-order': migration0024,
 };
 
 export const migrationProvider: MigrationProvider = {
