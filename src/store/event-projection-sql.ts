@@ -12,19 +12,19 @@ import type { ProjectionRound } from './types.js';
  * every fact committed before it asked. Neither is on the hot path.
  */
 
-/** Events per chain one round takes: a round stays well under a second on either store. */
-export const PROJECTION_PER_CHAIN = 500;
-/** Rounds a catching-up reader runs at most: 64 chains × 500 × 40 = 1.28M events behind. */
-const CATCH_UP_ROUNDS = 40;
+/** Events one round takes: a round stays well under a second on either store. */
+export const PROJECTION_LIMIT = 5000;
+/** Rounds a catching-up reader runs at most: 5,000 × 256 = 1.28M events behind. */
+const CATCH_UP_ROUNDS = 256;
 
 export async function projectEvents(
   db: Kysely<Database>,
-  perChain: number,
+  limit: number,
   wait: boolean,
 ): Promise<ProjectionRound> {
   const { rows } = await sql<{
     result: string | { events: number; more: boolean; busy: boolean };
-  }>`select eg_project(${perChain}::int, ${wait}::boolean) as result ${sql.raw(wait ? '' : BACKGROUND_STATEMENT)}`.execute(
+  }>`select eg_project(${limit}::int, ${wait}::boolean) as result ${sql.raw(wait ? '' : BACKGROUND_STATEMENT)}`.execute(
     db,
   );
   const r = rows[0] === undefined ? undefined : jsonResult(rows[0].result);
@@ -42,7 +42,7 @@ export async function projectEvents(
  */
 export async function catchUp(db: Kysely<Database>): Promise<void> {
   for (let round = 0; round < CATCH_UP_ROUNDS; round++) {
-    const r = await projectEvents(db, PROJECTION_PER_CHAIN, true);
+    const r = await projectEvents(db, PROJECTION_LIMIT, true);
     if (!r.more) return;
   }
   throw new Error(
@@ -51,9 +51,9 @@ export async function catchUp(db: Kysely<Database>): Promise<void> {
 }
 
 /**
- * Brings one operation's rows up to date before they are read: its chain only
- * (eg_project_chain.sql), so reading one operation waits for no other chain and no projector round.
+ * Brings one operation's rows up to date before they are read (eg_project_operation.sql), so
+ * reading one operation waits for no other operation and no projector round.
  */
 export async function catchUpOperation(db: Kysely<Database>, operationId: string): Promise<void> {
-  await sql`select eg_project_chain(${operationId})`.execute(db);
+  await sql`select eg_project_operation(${operationId})`.execute(db);
 }

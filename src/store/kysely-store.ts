@@ -611,11 +611,11 @@ export class KyselyStore implements Store {
     });
   }
 
-  projectEvents(options?: { readonly perChain?: number; readonly wait?: boolean }): Promise<ProjectionRound> {
+  projectEvents(options?: { readonly limit?: number; readonly wait?: boolean }): Promise<ProjectionRound> {
     return this.#guard('projectEvents', () =>
       projection.projectEvents(
         this.#db,
-        options?.perChain ?? projection.PROJECTION_PER_CHAIN,
+        options?.limit ?? projection.PROJECTION_LIMIT,
         options?.wait ?? false,
       ),
     );

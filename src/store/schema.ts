@@ -77,6 +77,8 @@ export interface OperationsTable {
   window_ms: ColumnType<string | null, never, never>;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** Migration 0025: the position of the newest event its rows hold (eg_project_rows.sql); null on older rows. */
+  event_pos: ColumnType<string | null, never, never>;
 }
 
 export interface AttemptsTable {
@@ -209,6 +211,14 @@ export interface EventProjectionTable {
   seq: BigIntColumn;
 }
 
+/** Migration 0025: the projection's place in the log, by snapshot (eg_project.sql). */
+export interface LogProjectionTable {
+  id: boolean;
+  after_snapshot: string | null;
+  target_snapshot: string | null;
+  through_pos: BigIntColumn;
+}
+
 export interface ObservationsTable {
   id: string;
   operation_id: string;
@@ -303,4 +313,5 @@ export interface Database {
   audit_checkpoints: AuditCheckpointsTable;
   event_projection: EventProjectionTable;
   row_projection: EventProjectionTable;
+  log_projection: LogProjectionTable;
 }

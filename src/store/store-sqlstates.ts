@@ -87,7 +87,7 @@ export const STORE_SQLSTATES: Readonly<Record<string, SqlstateRule>> = Object.fr
   },
   EG425: {
     transient: true,
-    why: "a batch's call needs the rows of an operation whose event the batch has queued and not appended (eg_project_chain.sql): the batch is rolled back and its calls sent one by one, where it lands",
+    why: "a batch's call needs the rows of an operation whose event the batch has queued and not appended (eg_project_operation.sql): the batch is rolled back and its calls sent one by one, where it lands",
   },
 });
 

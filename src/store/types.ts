@@ -1006,12 +1006,12 @@ export interface AuditStore {
    */
   pruneChain(cut: ChainCut): Promise<number>;
   /**
-   * Projects committed events onto the tables made from them (the decisions; migration 0019), at
-   * most `perChain` events of each chain. `wait` false (the background projector): a round
+   * Projects committed events onto the tables made from them (decisions, operations, attempts;
+   * migrations 0019, 0023, 0025), at most `limit` events. `wait` false (the background projector): a round
    * another process is running is skipped (`busy`), not waited for. Readers of decisions catch up
    * by themselves; this is what keeps them from having much to do.
    */
-  projectEvents(options?: { readonly perChain?: number; readonly wait?: boolean }): Promise<ProjectionRound>;
+  projectEvents(options?: { readonly limit?: number; readonly wait?: boolean }): Promise<ProjectionRound>;
   /** The sealed log's identity (settings.audit_log_id): the origin of its checkpoints names it. */
   auditLogId(): Promise<string>;
   /** The events of the given ranges, in (chain, seq) order: what the sealer folds in. */

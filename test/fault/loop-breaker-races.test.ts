@@ -74,7 +74,7 @@ describe.skipIf(target === undefined)(
       );
       expect(Number(events)).toBe(Number(releases));
       // Decisions are a projection of their events: bring it up to date before reading the table.
-      await store.projectEvents({ wait: true, perChain: 1_000_000 });
+      await store.projectEvents({ wait: true, limit: 1_000_000 });
       const orphans = await store.query(
         `select r.id from run_releases r left join decisions d on d.id = r.halt_decision_id
           where r.run_id = '${run}' and (d.id is null or d.verdict <> 'halted' or d.reason not like 'loop_breaker:%')`,

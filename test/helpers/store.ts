@@ -305,7 +305,7 @@ class TestStoreHandle implements TestStore {
     return this.#inner.appendCheckpoint(after, checkpoint);
   }
 
-  projectEvents(options?: { readonly perChain?: number; readonly wait?: boolean }): Promise<ProjectionRound> {
+  projectEvents(options?: { readonly limit?: number; readonly wait?: boolean }): Promise<ProjectionRound> {
     return this.#inner.projectEvents(options);
   }
 
@@ -363,10 +363,8 @@ class TestStoreHandle implements TestStore {
         // has the rows its functions wrote, and nothing to project them with.
         const { rows } = await sql<{
           projects: boolean;
-        }>`select to_regprocedure('eg_project_chain(text)') is not null
-            and to_regclass('row_projection') is not null and to_regclass('event_projection') is not null as projects`.execute(
-          this.#inner.db,
-        );
+        }>`select to_regprocedure('eg_project_operation(text)') is not null
+            and to_regclass('log_projection') is not null as projects`.execute(this.#inner.db);
         if (rows[0]?.projects === true) await this.catchUp();
         lies = await trailMismatches(this.#inner.db);
       }

@@ -35,7 +35,7 @@ begin
     return null;
   end if;
   v_op := v_key.operation_id;
-  perform eg_project_chain(v_op);
+  perform eg_project_operation(v_op);
   select state into v_op_state from operations where id = v_op for update;
   if v_rec is not null then
     v_obs := eg_observe(p, v_op);

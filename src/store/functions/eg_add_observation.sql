@@ -53,12 +53,13 @@ begin
     raise exception 'effectgate: an observation settles succeeded, failed or duplicate_effect_confirmed, not %', v_to;
   end if;
 
-  -- The key's lock, then the operation's rows brought up to date (eg_project_chain.sql). Its key is
+  -- The key's lock, then the operation's rows brought up to date (eg_project_operation.sql). Its key is
   -- read from its row, which an operation has once the projector has passed (a key never changes);
-  -- one too young for that is projected first, before its key's lock.
+  -- for one too young for that, every operation not yet projected is brought up to date first,
+  -- which takes no operation's lock (the lock order puts the key first).
   select key_hash into v_hash from operations where id = v_op_id;
   if not found then
-    perform eg_project_chain(v_op_id);
+    perform eg_project_operation(null);
     select key_hash into v_hash from operations where id = v_op_id;
   end if;
   if not found then
@@ -67,7 +68,7 @@ begin
   if v_hash is not null then
     select * into v_key from dedupe_keys where key_hash = v_hash for update;
   end if;
-  perform eg_project_chain(v_op_id);
+  perform eg_project_operation(v_op_id);
   select * into v_op from operations where id = v_op_id for update;
   select * into v_att from attempts where operation_id = v_op_id order by number desc limit 1;
 

@@ -14,7 +14,7 @@ begin
   if not found then
     raise exception 'no approval %', p ->> 'approvalId' using errcode = 'EG404';
   end if;
-  perform eg_project_chain(v_op);
+  perform eg_project_operation(v_op);
   perform 1 from operations where id = v_op for update;
   select * into v_row from approvals where id = p ->> 'approvalId' for update;
   v_state := case when v_row.state = 'approved' and v_row.expires_at <= now() then 'expired' else v_row.state end;

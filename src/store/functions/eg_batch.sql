@@ -24,6 +24,7 @@ set lock_timeout = '4s' as $$
     v_results json[] := '{}';
     v_fns text[];
     v_call record;
+    v_op record;
     v_event record;
     v_queue text;
   begin
@@ -41,14 +42,16 @@ set lock_timeout = '4s' as $$
     -- a temp table: no DDL, no TEMP privilege needed, nothing to empty at COMMIT; a batch that
     -- fails leaves nothing behind either.
     perform set_config('eg.deferred_events', '[', true);
-    -- A keyless operation's outcome always takes the general path, which projects its chain first
-    -- and holds that chain's frontier row (row_projection) until COMMIT (eg_project_chain.sql):
-    -- taken here, for all of them at once and in chain order, not in call order, so two batches of
-    -- such outcomes, or a batch and a reader catching up, never take them in opposite orders.
-    perform 1 from row_projection where chain in (
-        select eg_chain_of(e.value ->> 'operationId') from json_array_elements(p_inputs::json) with ordinality as e(value, n)
-        where v_fns[e.n] = 'eg_record_outcome' and e.value ->> 'keyHash' is null and e.value ->> 'operationId' is not null)
-      order by chain for update;
+    -- A keyless operation's outcome always takes the general path, which brings its operation's
+    -- rows up to date under the operation's lock, held until COMMIT (eg_project_operation.sql):
+    -- taken here, for all of them at once and in the order of their ids, not in call order, so
+    -- two batches of such outcomes never take them in opposite orders.
+    for v_op in select distinct e.value ->> 'operationId' as id
+        from json_array_elements(p_inputs::json) with ordinality as e(value, n)
+        where v_fns[e.n] = 'eg_record_outcome' and e.value ->> 'keyHash' is null and e.value ->> 'operationId' is not null
+        order by 1 loop
+      perform eg_lock_operation(v_op.id);
+    end loop;
     for v_call in select e.value::text as input, e.ordinality as n
         from json_array_elements(p_inputs::json) with ordinality as e order by e.ordinality loop
       v_results := v_results || case v_fns[v_call.n] when 'eg_decide' then eg_decide(v_call.input)

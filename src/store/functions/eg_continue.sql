@@ -18,7 +18,7 @@ begin
   if v_key.state is distinct from 'awaiting_input' or v_key.attempt_id is distinct from p_key.attempt_id then
     return null;
   end if;
-  perform eg_project_chain(v_key.operation_id);
+  perform eg_project_operation(v_key.operation_id);
   select * into v_prev from attempts where id = v_key.attempt_id;
   -- A lookup made for this proposal (the key left unknown while the gate looked) is evidence too.
   if jsonb_typeof(p -> 'reconciliation') = 'object' then

@@ -152,14 +152,14 @@ begin
 
     -- (c1b) The branches below (c2, c3, d, e) read the rows of the key's operation, which the hot
     -- path no longer writes: take the key's lock first, then bring that operation's chain up to
-    -- date (eg_project_chain.sql), and look at the key again under the lock. Not for a pending
+    -- date (eg_project_operation.sql), and look at the key again under the lock. Not for a pending
     -- key inside its pending_ttl (a concurrent proposal's, the common one): (d) skips it.
     if not v_projected and v_row.operation_id is not null and (v_row.state = 'awaiting_input'
         or (v_row.state = 'pending' and v_row.expires_at < now())
         or (v_row.state = 'released' and (v_window is null or v_row.created_at + v_window > now()))) then
       v_projected := true;
       select * into v_row from dedupe_keys where key_hash = v_hash for update;
-      perform eg_project_chain(v_row.operation_id);
+      perform eg_project_operation(v_row.operation_id);
       continue;
     end if;
 
@@ -292,7 +292,7 @@ begin
       if jsonb_typeof(p -> 'reconciliation') = 'object' then
         v_obs := eg_observe(p, p -> 'reconciliation' ->> 'operationId');
       end if;
-      perform eg_project_chain(v_op);
+      perform eg_project_operation(v_op);
       select * into v_prev from attempts where operation_id = v_op and number = v_number - 1;
       return eg_retry(p, p_input, v_hash, v_op, v_number, v_number - v_rounds, v_prev,
         case when v_lost is not null then 'curator_accepted_risk'

@@ -28,9 +28,9 @@ declare
   v_skips int;
 begin
   -- The claimed operation's rows: the proposal's key locked first (a valid claim is of that key's
-  -- operation), then its chain brought up to date (eg_project_chain.sql).
+  -- operation), then its chain brought up to date (eg_project_operation.sql).
   perform 1 from dedupe_keys where key_hash = p -> 'key' ->> 'hash' for update;
-  perform eg_project_chain(v_claim);
+  perform eg_project_operation(v_claim);
   select * into v_op from operations where id = v_claim;
   if not found or v_op.tenant is distinct from v_scope ->> 'tenant' or v_op.area is distinct from v_scope ->> 'area'
       or v_op.agent is distinct from v_scope ->> 'agent' then

@@ -25,7 +25,7 @@ begin
       or v_key.attempt_id is distinct from p_key.attempt_id then
     return jsonb_build_object('marked', false);
   end if;
-  perform eg_project_chain(v_key.operation_id);
+  perform eg_project_operation(v_key.operation_id);
   select * into v_op from operations where id = v_key.operation_id for update;
   select * into v_att from attempts where id = v_key.attempt_id for update;
   if not found or v_att.finished_at is not null then

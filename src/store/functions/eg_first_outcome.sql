@@ -12,7 +12,7 @@
 -- - lost_attempt_id not this attempt (migration 0022): no expiry marked it, so its answer is not late;
 -- - operation_state open (migration 0021): the operation takes this outcome as its state.
 -- The key row's lock, taken by the UPDATE, holds off every other change of the operation until this
--- transaction ends: each one takes the key first (eg_project_chain.sql). So the outcome writes the
+-- transaction ends: each one takes the key first (eg_project_operation.sql). So the outcome writes the
 -- key and its event, nothing else: the attempt's outcome columns and the operation's state are
 -- made from the event by the projection, exactly as the general path writes them for this outcome.
 create or replace function eg_first_outcome(p jsonb, p_input text) returns json language plpgsql as $$

@@ -59,10 +59,10 @@ begin
   -- key is a new effect, and its next skip counts from one (eg_skip). A delegated worker's claim
   -- of that very operation is the same done effect whatever its key holds now (eg_delegated).
   -- A delegated claim reads the claimed operation's row: the key's lock, then its chain brought up
-  -- to date (eg_project_chain.sql).
+  -- to date (eg_project_operation.sql).
   if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and p ->> 'claimedOperationId' = v_skipped_op then
     perform 1 from dedupe_keys where key_hash = v_key ->> 'hash' for update;
-    perform eg_project_chain(v_skipped_op);
+    perform eg_project_operation(v_skipped_op);
   end if;
   if v_halted_at is null and coalesce(v_skips, 0) >= v_max_skips and (exists (
       select 1 from dedupe_keys where key_hash = v_key ->> 'hash' and operation_id = v_skipped_op

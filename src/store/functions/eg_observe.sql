@@ -8,8 +8,8 @@ create or replace function eg_observe(p jsonb, p_op text) returns jsonb language
       'error', v_rec -> 'error', 'durationMs', v_rec -> 'durationMs', 'startedAt', v_rec -> 'startedAt',
       'lookedUpOperationId', v_rec -> 'operationId', 'lookedUpAttemptId', v_rec -> 'attemptId');
   begin
-    -- The observation's operation must have its row (a foreign key): eg_project_chain.sql.
-    perform eg_project_chain(p_op);
+    -- The observation's operation must have its row (a foreign key): eg_project_operation.sql.
+    perform eg_project_operation(p_op);
     insert into observations (id, operation_id, attempt_id, kind, result, facts, decision_id)
     values (v_id, p_op, v_rec ->> 'attemptId', 'reconciliation', v_rec ->> 'result', v_facts, p ->> 'decisionId');
     return jsonb_build_object('id', v_id, 'kind', 'reconciliation', 'result', v_rec ->> 'result') || v_facts;

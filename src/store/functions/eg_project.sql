@@ -1,80 +1,65 @@
 -- Projects committed events onto the tables made from them: the `decisions` rows, from the
--- `decision.<verdict>` events (migration 0019), and the `operations` and `attempts` rows, from
--- every event of an operation (eg_project_rows.sql; migration 0023), none of which the hot path
--- writes. Called by the gate's projector in the background (p_wait false: a round another process
--- is running is skipped, not waited for) and by every reader of decisions before it reads (p_wait
--- true: it waits for a running round and then projects what is left, so it sees every decision
--- committed before it asked). Takes at most p_per_chain events of each chain; answers how many it
--- took and whether a chain has more.
+-- `decision.<verdict>` events (eg_project_decisions.sql, migration 0019), and the `operations` and
+-- `attempts` rows, from every event of an operation (eg_project_rows.sql, migration 0023), none of
+-- which the hot path writes. Called by the gate's projector in the background (p_wait false: a
+-- round another process is running is skipped, not waited for) and by every reader of those
+-- tables before it reads (p_wait true: it waits for a running round, then projects; it rounds
+-- until `more` is false, and then sees every event committed before it asked). Takes at most
+-- p_limit events; answers how many it took and whether there are more.
 --
--- One statement does the reading, the inserts and the frontier move, so they share one snapshot:
--- an event committed while it runs is neither projected nor passed. A chain's committed events are
--- a gap-free prefix of it (an append holds its head row until it commits), so "after the
--- frontier, in seq order" never skips an event that commits later. A row already there (a
--- decision a previous version's gate wrote as a row too) is left as it is.
---
--- The rows have their own frontier (row_projection), and a chain's frontier row is locked before
--- its events are read, in a statement of its own, so they are read in a snapshot that holds every
--- event committed before the lock; it is held until this transaction ends. In the background the
--- chains a rare path holds are skipped (`skip locked`): that rare path projects them itself
--- (eg_project_chain.sql), and they are taken next round. A reader waits for every chain with
--- events to project, in chain order.
-create or replace function eg_project(p_per_chain int, p_wait boolean) returns json language plpgsql
+-- In batches by snapshot (log_projection, migration 0025), which is how PgQ reads its queues: a
+-- batch is the events its target snapshot sees and the previous batch's snapshot did not, in
+-- `pos` order (migration 0024), taken p_limit at a time (through_pos). An event is seen by a
+-- snapshot exactly when its writer has committed, so no committed event is ever passed over for
+-- one that commits later, and nothing is waited for: events still being written are in a later
+-- batch. No row lock is held for any of it but the cursor's, and the rows' own while they are
+-- written; an operation's rows take its events only over older ones (eg_project_rows.sql), so a
+-- rare path that brought them up to date meanwhile (eg_project_operation.sql) is never undone.
+-- A batch is found by transaction id (events_tx_idx): the transactions the previous snapshot saw
+-- running, and the newer ones.
+create or replace function eg_project(p_limit int, p_wait boolean) returns json language plpgsql
 set enable_seqscan = off set jit = off as $$
   declare
-    v_events int;
-    v_more boolean;
-    v_locked int[];
+    v_c log_projection%rowtype;
+    v_started boolean;
+    v_chains int[];
+    v_seqs bigint[];
+    v_last bigint;
+    v_taken int;
   begin
     if p_wait then
       perform pg_advisory_xact_lock(1701273974);
     elsif not pg_try_advisory_xact_lock(1701273974) then
       return json_build_object('events', 0, 'more', false, 'busy', true);
     end if;
-    with taken as (
-      select e.chain, e.seq, e.type
-      from event_projection f
-      cross join lateral (
-        select chain, seq, type from events
-        where events.chain = f.chain and events.seq > f.seq
-        order by events.seq limit p_per_chain
-      ) e
-    ), parsed as materialized (
-      -- Materialized: each payload is parsed once, not once per field read from it.
-      select x.p -> 'input' as i, x.p -> 'decision' as d, x.recorded_at
-      from (select e.payload::jsonb as p, e.recorded_at
-            from taken t join events e on e.chain = t.chain and e.seq = t.seq
-            where t.type like 'decision.%' offset 0) x
-    ), decided as (
-      insert into decisions (id, run_id, step, tool_id, verdict, reason, operation_id, attempt_id, key_hash,
-        tenant, area, agent, explain, created_at)
-      select i ->> 'decisionId', i ->> 'runId', i ->> 'step', i ->> 'toolId', d ->> 'verdict', d ->> 'reason',
-        d ->> 'operationId', d ->> 'attemptId', d ->> 'keyHash', i -> 'scope' ->> 'tenant', i -> 'scope' ->> 'area',
-        i -> 'scope' ->> 'agent', coalesce(i ->> 'explain', ''),
-        coalesce((d ->> 'decidedAt')::timestamptz, recorded_at)
-      from parsed
-      on conflict (id) do nothing
-    ), moved as (
-      update event_projection f set seq = m.seq
-      from (select chain, max(seq) as seq from taken group by chain) m
-      where f.chain = m.chain
-    ), counted as (
-      select chain, count(*) as n from taken group by chain
-    )
-    select coalesce(sum(n), 0), coalesce(max(n) >= p_per_chain, false) into v_events, v_more from counted;
-
-    if p_wait then
-      select array_agg(chain) into v_locked from (select r.chain from row_projection r
-        join chain_head h on h.id = r.chain where h.last_seq > r.seq order by r.chain for update of r) l;
+    perform eg_project_legacy();
+    select * into v_c from log_projection where id;
+    v_started := v_c.target_snapshot is null;
+    if v_started then
+      -- Its own statement: the batch is what this snapshot sees, and every later statement sees
+      -- all of it.
+      update log_projection set target_snapshot = pg_current_snapshot(), through_pos = 0 where id returning * into v_c;
+    end if;
+    select array_agg(b.chain order by b.pos), array_agg(b.seq order by b.pos), max(b.pos), count(*)
+      into v_chains, v_seqs, v_last, v_taken
+    from (select e.chain, e.seq, e.pos from events e
+          where (e.tx = any(array(select pg_snapshot_xip(v_c.after_snapshot)))
+              or e.tx >= pg_snapshot_xmax(v_c.after_snapshot))
+            and e.tx < pg_snapshot_xmax(v_c.target_snapshot)
+            and pg_visible_in_snapshot(e.tx, v_c.target_snapshot)
+            and not pg_visible_in_snapshot(e.tx, v_c.after_snapshot)
+            and e.pos > v_c.through_pos
+          order by e.pos limit p_limit) b;
+    if v_taken > 0 then
+      perform eg_project_decisions(v_chains, v_seqs);
+      perform eg_project_rows(v_chains, v_seqs);
+    end if;
+    if v_taken < p_limit then
+      update log_projection set after_snapshot = target_snapshot, target_snapshot = null, through_pos = 0 where id;
     else
-      select array_agg(chain) into v_locked from (select r.chain from row_projection r
-        join chain_head h on h.id = r.chain where h.last_seq > r.seq order by r.chain for update of r skip locked) l;
+      update log_projection set through_pos = v_last where id;
     end if;
-    if v_locked is not null then
-      -- Its own statement, whatever v_more is: the frontiers move on every call.
-      if eg_project_frontiers(v_locked, p_per_chain) then
-        v_more := true;
-      end if;
-    end if;
-    return json_build_object('events', v_events, 'more', v_more, 'busy', false);
+    -- A batch an earlier round started may end before events this caller is waiting for: one more
+    -- round, which starts its own.
+    return json_build_object('events', v_taken, 'more', v_taken >= p_limit or not v_started, 'busy', false);
   end $$;

@@ -33,8 +33,7 @@ create or replace function eg_prune(p_cut text) returns json language plpgsql as
       raise exception 'effectgate: event % of chain % is not sealed yet: prune refused', v_cut, v_chain
         using errcode = 'EG422';
     end if;
-    if v_cut > coalesce((select least(e.seq, r.seq) from event_projection e join row_projection r using (chain)
-        where chain = v_chain), v_head.base_seq) then
+    if v_cut > eg_projected_seq(v_chain) then
       raise exception 'effectgate: event % of chain % is not projected yet: prune refused', v_cut, v_chain
         using errcode = 'EG422';
     end if;

@@ -26,11 +26,8 @@ create or replace function eg_prune_cut(p_before timestamptz) returns json langu
       v_lo := v_head.base_seq;
       v_hi := case when v_sealed is null then v_head.last_seq
         else greatest(v_head.base_seq, least(v_head.last_seq, coalesce((v_sealed ->> v_head.id::text)::bigint, 0))) end;
-      -- Nor past what the projections have read (migrations 0019, 0023): a decision, an operation
-      -- or an attempt not yet projected would be lost with its event.
-      v_hi := greatest(v_head.base_seq, least(v_hi,
-        coalesce((select least(e.seq, r.seq) from event_projection e join row_projection r using (chain)
-          where chain = v_head.id), v_head.base_seq)));
+      -- Nor past what the projection has finished (eg_projected_seq.sql).
+      v_hi := greatest(v_head.base_seq, least(v_hi, eg_projected_seq(v_head.id)));
       while v_lo < v_hi loop
         v_mid := (v_lo + v_hi + 1) / 2;
         v_at := null;

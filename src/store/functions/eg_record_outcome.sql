@@ -65,14 +65,14 @@ begin
   -- Read unlocked: an outcome, once written (finished_at), never changes.
   -- Every other outcome reads its attempt's and its operation's rows, which the hot path no longer
   -- writes: the key's lock first, then the operation's chain brought up to date
-  -- (eg_project_chain.sql). An abandoned decide's outcome names only its attempt: its key names the
+  -- (eg_project_operation.sql). An abandoned decide's outcome names only its attempt: its key names the
   -- operation while the attempt holds it; otherwise (keyless, the key moved on, or the decide never
   -- committed) every chain is projected.
   if v_key_hash is not null then
     select case when attempt_id = v_attempt_id then operation_id end into v_holder from dedupe_keys
     where key_hash = v_key_hash for update;
   end if;
-  perform eg_project_chain(coalesce(v_op_id, v_holder));
+  perform eg_project_operation(coalesce(v_op_id, v_holder));
   select * into v_att from attempts where id = v_attempt_id;
   if not found and v_op_id is null then
     return json_build_object('operationState', null);

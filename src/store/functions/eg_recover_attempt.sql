@@ -29,8 +29,8 @@ begin
     perform 1 from dedupe_keys where key_hash = v_candidate.key_hash for update;
   end if;
   -- Found by a reader that projected every chain (KyselyStore.recover); after the key's lock, what
-  -- was committed since (eg_project_chain.sql).
-  perform eg_project_chain(v_candidate.operation_id);
+  -- was committed since (eg_project_operation.sql).
+  perform eg_project_operation(v_candidate.operation_id);
   select * into v_op from operations where id = v_candidate.operation_id for update;
   select * into v_att from attempts where id = v_candidate.id and dispatch_state is null for update;
   if not found then

@@ -8,8 +8,8 @@
 --   Written directly, the rows refused such an input by their NOT NULL and CHECK constraints and
 --   their column types; these are the same conditions (migrations 0001 to 0015).
 -- - Inside eg_batch, where the event sits in the batch's queue until the batch ends, it names the
---   operation (eg.unprojected): eg_project_chain refuses to project it until then
---   (eg_project_chain.sql says why). Outside a batch the event is appended at once.
+--   operation (eg.unprojected): eg_project_operation refuses to project it until then
+--   (eg_project_operation.sql says why). Outside a batch the event is appended at once.
 create or replace function eg_rows_unwritten(p_operation_id text, p jsonb, p_outcome boolean) returns void
     language plpgsql as $$
   declare

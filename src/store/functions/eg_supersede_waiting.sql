@@ -21,7 +21,7 @@ begin
     created_at = now(), expires_at = p_expires_at, confirmed_at = null, window_ends_at = null,
     destination_ref = null, operation_state = 'open'
   where key_hash = v_key.key_hash;
-  perform eg_project_chain(v_key.operation_id);
+  perform eg_project_operation(v_key.operation_id);
   select state into v_old_state from operations where id = v_key.operation_id for update;
   if v_old_state = 'open' then
     perform eg_set_operation_state(v_key.operation_id, 'cancelled');

@@ -16,7 +16,7 @@ declare
   v_count int;
 begin
   -- The rows copied from are brought up to date first: the hot path does not write them.
-  perform eg_project_chain(null);
+  perform eg_project_operation(null);
   update dedupe_keys k set operation_state = o.state from operations o
   where o.id = k.operation_id and k.operation_state is distinct from o.state;
   get diagnostics v_changed = row_count;

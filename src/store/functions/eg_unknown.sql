@@ -46,13 +46,13 @@ begin
       'attemptId', p_key.attempt_id);
   end if;
 
-  -- The key's lock, then its operation's rows brought up to date (eg_project_chain.sql).
+  -- The key's lock, then its operation's rows brought up to date (eg_project_operation.sql).
   select * into v_key from dedupe_keys where key_hash = p_key.key_hash for update;
   if v_key.state is distinct from 'unknown' then
     return null;
   end if;
   v_op := v_key.operation_id;
-  perform eg_project_chain(v_op);
+  perform eg_project_operation(v_op);
   select * into v_prev from attempts where id = v_key.attempt_id;
   v_changed := v_prev.id is not null and (v_prev.request ->> 'fingerprint') is distinct from v_fingerprint;
   select state, idempotency_header is not null into v_op_state, v_keyed from operations where id = v_op for update;

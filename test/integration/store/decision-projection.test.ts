@@ -81,7 +81,7 @@ for (const target of storeTargets()) {
         // Background rounds on every store (as every gate's projector), racing the writers.
         const projectors = stores.map(async (s) => {
           for (let i = 0; i < 10_000 && writing; i++) {
-            await s.projectEvents({ wait: false, perChain: 3 });
+            await s.projectEvents({ wait: false, limit: 3 });
             await new Promise((r) => setTimeout(r, 1));
           }
         });
@@ -121,9 +121,12 @@ for (const target of storeTargets()) {
 
     it('retention never cuts past what the projection has read', async () => {
       await store.decide(reserve(newRun(), newKey()));
-      await store.projectEvents({ wait: true, perChain: 1_000_000 });
-      // A projection that has read nothing (as if it lagged): no chain may be cut past it.
-      await store.rawQuery('update event_projection set seq = 0');
+      await store.projectEvents({ wait: true, limit: 1_000_000 });
+      // A projection that has read nothing (as if it lagged): its last snapshot saw no transaction
+      // as committed. No chain may be cut past it.
+      await store.rawQuery(
+        `update log_projection set after_snapshot = '1:1:', target_snapshot = null, through_pos = 0`,
+      );
       const [cuts] = await store.rawQuery<{ cuts: { chain: number; cutSeq: number }[] | string }>(
         `select eg_prune_cut(now() + interval '1 day') as cuts`,
       );
@@ -142,7 +145,7 @@ for (const target of storeTargets()) {
         }),
       ).rejects.toMatchObject({ code: 'EG_ERR_AUDIT_CHAIN_BROKEN' });
       // Caught up again (re-reading is harmless: rows already there stay), retention may cut.
-      await store.projectEvents({ wait: true, perChain: 1_000_000 });
+      await store.projectEvents({ wait: true, limit: 1_000_000 });
       expect(await mismatches()).toMatchObject({ missing: 0, twice: 0 });
       expect(
         (await store.retentionCuts(new Date(Date.now() + 86_400_000).toISOString())).some(
@@ -155,7 +158,7 @@ for (const target of storeTargets()) {
       const old = await openTestStore(target);
       try {
         for (let i = 0; i < 5; i++) await old.decide(reserve(newRun(), newKey()));
-        await old.projectEvents({ wait: true, perChain: 1_000_000 });
+        await old.projectEvents({ wait: true, limit: 1_000_000 });
         // As the store looked before migration 0019: its decisions rows were written with the events.
         await old.rawQuery('drop table event_projection');
         // The migrations after it run again as they are (0020 adds a column only if it is missing).

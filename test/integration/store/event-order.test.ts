@@ -12,8 +12,9 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { untilLockWaiters } from '../../helpers/lock-waiters.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+import { type Allow, expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
 
 interface Ordered {
   readonly chain: number;
@@ -66,19 +67,6 @@ for (const target of storeTargets()) {
     });
 
     if (target.kind === 'postgres') {
-      /** Until another backend waits for a lock (bounded: about 4 s). */
-      async function untilOneWaits(side: pg.Client): Promise<void> {
-        for (let i = 0; i < 200; i++) {
-          const waiting = await side.query<{ n: string }>(
-            `select count(*) as n from pg_stat_activity where datname = current_database()
-             and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
-          );
-          if (Number(waiting.rows[0]!.n) >= 1) return;
-          await sleep(20);
-        }
-        throw new Error('no backend ever waited for a lock');
-      }
-
       it('an event written after waiting for a younger transaction comes after its event by position, not by transaction id, and a snapshot can see the younger one alone', async () => {
         const key = newKey();
         const [older, younger, side] = [0, 1, 2].map(() => new pg.Client({ connectionString: store.url }));
@@ -98,7 +86,7 @@ for (const target of storeTargets()) {
           const pending = older!.query<{ r: { verdict: string } }>('select eg_decide($1) as r', [
             JSON.stringify(reserve(newRun(), key)),
           ]);
-          await untilOneWaits(side!);
+          await untilLockWaiters(side!, 1);
           await younger!.query('commit');
           expect((await pending).rows[0]!.r.verdict).toBe('pending');
           // Between the two commits: a snapshot that sees the younger event and not the older one.

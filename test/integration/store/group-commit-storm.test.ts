@@ -59,7 +59,7 @@ for (const target of storeTargets()) {
           ),
         ).toBe(0);
         // Decisions are projected from their events off the hot path: one row per event, once projected.
-        await store.projectEvents({ wait: true, perChain: 1_000_000 });
+        await store.projectEvents({ wait: true, limit: 1_000_000 });
         expect(await count('select count(*) as n from decisions')).toBe(
           await count(`select count(*) as n from events where type like 'decision.%'`),
         );
@@ -135,7 +135,7 @@ for (const target of storeTargets()) {
           const r = await p;
           expect(store.stats.groupCommit.fallbacks).toBe(before + 1);
           expect(r.map((x) => x.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
-          await store.projectEvents({ wait: true, perChain: 1_000_000 });
+          await store.projectEvents({ wait: true, limit: 1_000_000 });
           for (const i of inputs)
             expect(await count(`select count(*) as n from decisions where id = '${i.decisionId}'`)).toBe(1);
         } finally {

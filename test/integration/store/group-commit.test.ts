@@ -17,8 +17,9 @@ import { chainOf, EVENT_CHAINS } from '../../../src/store/audit-chain.js';
 import type { DecideResult, ReserveInput, Store } from '../../../src/store/index.js';
 import { uuidv7 } from '../../../src/store/index.js';
 import { verifyStoreChain } from '../../../src/store/store-events.js';
+import { untilLockWaiters } from '../../helpers/lock-waiters.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
-import { type Allow, expectVerdict, newKey, newRun, outcome, reserve, sleep } from './inputs.js';
+import { type Allow, expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
 
 for (const target of storeTargets()) {
   describe(`group commit on ${target.name}`, () => {
@@ -190,19 +191,6 @@ for (const target of storeTargets()) {
         }
       }
 
-      /** Until two other backends wait for a lock (bounded: about 4 s). */
-      async function untilBothWait(side: pg.Client): Promise<void> {
-        for (let i = 0; i < 200; i++) {
-          const waiting = await side.query<{ n: string }>(
-            // Not found by query text: a loaded machine reports it late.
-            `select count(*) as n from pg_stat_activity where datname = current_database()
-             and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
-          );
-          if (Number(waiting.rows[0]!.n) >= 2) return;
-          await sleep(20);
-        }
-      }
-
       /**
        * Runs `a` on this store and `b` on a second store of the same database (a second gate
        * process), each as one batch of three decides, both paused at their second call: a side
@@ -221,7 +209,7 @@ for (const target of storeTargets()) {
           await holdKeys(side, [a[1].key!.hash, b[1].key!.hash]);
           const batchA = Promise.all(a.map((input) => store.decide(input)));
           const batchB = Promise.all(b.map((input) => sibling.decide(input)));
-          await untilBothWait(side);
+          await untilLockWaiters(side, 2);
           await side.query('rollback');
           const [ra, rb] = await Promise.all([batchA, batchB]);
           return {
@@ -290,7 +278,7 @@ for (const target of storeTargets()) {
             reserve(newRun(), k2),
             outcome(first, null, 'succeeded'),
           ]);
-          await untilBothWait(side);
+          await untilLockWaiters(side, 2);
           await side.query('rollback');
           // Neither is failed as a deadlock: one commits, then the other (its outcomes are then
           // written again, and answered as already recorded).

@@ -12,21 +12,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../../src/store/index.js';
 import { chainOf, uuidv7 } from '../../../src/store/index.js';
+import { untilLockWaiters } from '../../helpers/lock-waiters.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { expectVerdict, newKey, newRun, reserve, sleep } from './inputs.js';
 
 const target = storeTargets().find((t) => t.kind === 'postgres');
-
-async function waitForLockWaiters(client: pg.Client, n: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const { rows } = await client.query(
-      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
-    );
-    if (rows[0].n >= n) return;
-    await sleep(20);
-  }
-  throw new Error(`never saw ${n} lock waiters`);
-}
 
 describe.skipIf(!target)('eg_recover vs a concurrent decide (PostgreSQL)', () => {
   let store: TestStore;
@@ -75,9 +65,9 @@ describe.skipIf(!target)('eg_recover vs a concurrent decide (PostgreSQL)', () =>
       staleAfterMs: 30_000,
       rules: {},
     });
-    await waitForLockWaiters(h, 1); // recovery: K1, O1, A1 locked, waiting for head c1
+    await untilLockWaiters(h, 1); // recovery: K1, O1, A1 locked, waiting for head c1
     const decided = decider.decide(reserve(newRun(), k2, { decisionId }));
-    await waitForLockWaiters(h, 2); // decide: K2 locked by its upsert, waiting for head c1
+    await untilLockWaiters(h, 2); // decide: K2 locked by its upsert, waiting for head c1
     await h.query('commit');
 
     const [r, d] = await Promise.allSettled([recovered, decided]);

@@ -62,7 +62,7 @@ async function eventOfDecision(store: TestStore, decisionId: string): Promise<Ev
 
 async function countRows(store: TestStore, table: string, where = 'true'): Promise<number> {
   // Decisions are projected from the events off the hot path: count them once projected.
-  if (table === 'decisions') await store.projectEvents({ wait: true, perChain: 1_000_000 });
+  if (table === 'decisions') await store.projectEvents({ wait: true, limit: 1_000_000 });
   const rows = await store.query<{ n: number }>(`select count(*)::int as n from ${table} where ${where}`);
   return Number(rows[0]?.n);
 }
