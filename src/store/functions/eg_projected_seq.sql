@@ -2,11 +2,19 @@
 -- its first event the projection has not finished (one its last finished batch's snapshot did not
 -- see), or the chain's head when it has none. Retention never removes an event past it
 -- (eg_prune_cut, eg_prune): a decision, an operation or an attempt not yet projected would be lost
--- with its event.
+-- with its event. Before an upgraded store's first projection by snapshot (eg_project_legacy.sql),
+-- the per-chain frontiers of the versions before still say it.
 create or replace function eg_projected_seq(p_chain int) returns bigint language sql stable as $$
-    select coalesce(min(e.seq) - 1, (select last_seq from chain_head where id = p_chain))
+    select case
+      when c.after_snapshot is null then
+        (select least(e.seq, r.seq) from event_projection e join row_projection r using (chain) where chain = p_chain)
+      else
+        coalesce((select min(e.seq) - 1 from events e
+                  where (e.tx = any(array(select pg_snapshot_xip(c.after_snapshot)))
+                      or e.tx >= pg_snapshot_xmax(c.after_snapshot))
+                    and e.chain = p_chain),
+                 (select last_seq from chain_head where id = p_chain))
+    end
     from log_projection c
-    join events e on e.tx = any(array(select pg_snapshot_xip(c.after_snapshot)))
-      or e.tx >= pg_snapshot_xmax(c.after_snapshot)
-    where c.id and e.chain = p_chain
+    where c.id
   $$;
