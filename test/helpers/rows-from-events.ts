@@ -177,7 +177,8 @@ export function rowsFromEvents(
     const lost = facts['outcomeLost'] as Row | null | undefined;
     if (lost?.['marked'] === true && lost['alreadyMarked'] !== true) {
       const attempt = out.attempts.get(String(lost['attemptId']));
-      // A projection reads one chain at a time: the marking must be on the operation's own chain.
+      // The projection applies to an operation's rows the events that name it (eg_project_rows.sql):
+      // the marking must be told by an event of the operation itself.
       const operationId = str(attempt?.['operation_id']);
       if (operationId !== null && operationId !== e.operationId)
         out.strayLost.push({ operationId, type: e.type });

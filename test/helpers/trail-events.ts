@@ -1,7 +1,8 @@
 /**
  * A store's events as the trail checks read them (trail-check.ts): every event once, its payload
- * parsed, one chain after another in seq order, as a projection reads them: every change of an
- * operation is told on its own chain (src/store/functions/README.md, "Events").
+ * parsed, one chain after another in seq order. Every change of an operation is told by an event
+ * of its own, on its own chain (src/store/functions/README.md, "Events"), so each operation's
+ * history is in order here, as the projection applies it.
  */
 
 import type { Kysely } from 'kysely';

@@ -94,8 +94,8 @@ export function stateMismatches(
     }
     if (problem === null && state !== op.state)
       problem = `the trail ends at ${state}, the row says ${op.state}`;
-    // A projection reads one chain at a time: a change told only on another chain would be applied
-    // there out of the operation's order.
+    // The projection applies to an operation's rows the events that name it, in their order
+    // (eg_project_rows.sql): a change told only by another operation's event would never reach them.
     const stray = changes.find((c) => !c.own);
     if (problem === null && stray !== undefined)
       problem = `${stray.where}: told by an event that is not the operation's own (another chain)`;

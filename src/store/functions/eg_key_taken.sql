@@ -2,8 +2,8 @@
 -- operation did to it: its expired reservation's attempt marked lost (p_extra.outcomeLost, from
 -- eg_expire) or, as it awaited input, the operation cancelled (p_extra.closedOperation, from
 -- eg_supersede_waiting). The new operation's decision.allow names the change and this event states
--- it, so every change of an operation is told by an event of its own chain, in that chain's order:
--- what a projection that reads one chain at a time needs (src/store/README.md, "Next").
+-- it, so every change of an operation is told by an event of its own (on its own chain, in order):
+-- the projection applies to an operation's rows only the events that name it (eg_project_rows.sql).
 -- Appended, like every event, as a last statement: eg_allow_new calls it beside its decision event,
 -- the two in chain order (eg_batch.sql says why).
 create or replace function eg_key_taken(p jsonb, p_old_op text, p_new_op text, p_key_hash text, p_extra jsonb)
