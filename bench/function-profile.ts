@@ -1,6 +1,7 @@
 /**
  * Where PostgreSQL spends a governed allow, per SQL function: runs N allows (decide for a
- * fresh key, then recordOutcome) and N duplicates through the real store on a scratch database
+ * fresh key, then recordOutcome), N duplicates and N allows of a keyless tool (with a projector
+ * running beside them) through the real store on a scratch database
  * with `track_functions = all`, then prints `pg_stat_user_functions` (calls, total and self time
  * per call) and the WAL bytes and records per call from `pg_stat_wal` (cluster-wide: run it on a
  * quiet machine). Sequential, one connection, loopback only.
@@ -8,9 +9,9 @@
  * `node --import tsx bench/function-profile.ts [postgres admin url] [N]`
  */
 import pg from 'pg';
-import { openStore } from '../src/store/index.js';
+import { EventProjector, openStore } from '../src/store/index.js';
 import { cpuSnapshot, cpuUse } from './cpu-meter.js';
-import { confirmInput, reserveInput, runAllows, runDuplicates } from './store-calls.js';
+import { confirmInput, reserveInput, runAllows, runDuplicates, runKeylessAllows } from './store-calls.js';
 import { createBenchDatabase } from './stores.js';
 
 const adminUrl = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -115,13 +116,25 @@ try {
   };
   await phase('allows (decide + recordOutcome)', (store) => runAllows(store, n));
   await phase('duplicates (decide)', (store) => runDuplicates(store, n));
+  // A keyless tool's outcome takes the general path, which brings its operation's rows up to date
+  // first: measured with a projector running beside it every 200 ms, as in a gate, so that path
+  // meets the backlog a gate's would.
+  await phase('keyless allows (decide + recordOutcome, projector every 200 ms)', async (store) => {
+    const projector = new EventProjector({ store, intervalMs: 200 });
+    projector.start();
+    try {
+      await runKeylessAllows(store, n);
+    } finally {
+      await projector.stop();
+    }
+  });
   // Decisions are projected from their events off the hot path (eg_project): what that later
   // work costs per decision, in the background projector's rounds, for everything decided above.
   {
     const store = await openStore({ url: db.url });
     const pending = await admin.query<{ n: string }>(
-      `select count(*)::text as n from events e join event_projection f on f.chain = e.chain and e.seq > f.seq
-       where e.type like 'decision.%'`,
+      `select count(*)::text as n from events e join log_projection c on c.id
+       where e.type like 'decision.%' and not pg_visible_in_snapshot(e.tx, c.after_snapshot)`,
     );
     const decisions = Number(pending.rows[0]!.n);
     await new Promise((r) => setTimeout(r, 500));

@@ -114,6 +114,22 @@ export async function runAllows(store: Pick<Store, 'decide' | 'recordOutcome'>, 
   }
 }
 
+/**
+ * `n` sequential allows of a keyless tool (no duplicate key: every proposal is a new operation),
+ * then each one's outcome. A keyless outcome has no key row to be answered from, so it takes the
+ * general path, which brings its operation's rows up to date first (eg_project_operation.sql).
+ */
+export async function runKeylessAllows(
+  store: Pick<Store, 'decide' | 'recordOutcome'>,
+  n: number,
+): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const d = await store.decide({ ...reserveInput(`keyless ${i}`, 'run'), key: null });
+    if (d.verdict !== 'allow') throw new Error(`expected allow, got ${d.verdict}`);
+    await store.recordOutcome({ ...confirmInput(d, `keyless ${i}`), keyHash: null, windowMs: null });
+  }
+}
+
 /** `n` sequential duplicates of the first 50 keys `runAllows` confirmed, each in its own run. */
 export async function runDuplicates(store: Pick<Store, 'decide'>, n: number): Promise<void> {
   for (let i = 0; i < n; i++) {

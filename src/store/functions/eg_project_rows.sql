@@ -32,8 +32,13 @@
 --
 -- What each column is made of mirrors the functions that write it directly (eg_insert_attempt,
 -- eg_attempt_outcome, eg_record_outcome, eg_expire, eg_recover_attempt, eg_set_operation_state).
+--
+-- `plan_cache_mode = force_generic_plan`: planned once per connection, not on every call. Its
+-- plan is key probes whatever the number of events, and planning this statement cost about as
+-- much as running it for the one operation a rare path brings up to date (bench/README.md, "The
+-- projection by snapshot").
 create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
-    returns void language plpgsql as $$
+    returns void language plpgsql set plan_cache_mode = force_generic_plan as $$
   begin
     with ev as materialized (
       select e.chain, e.seq, coalesce(e.pos, 0) as pos, e.type, e.operation_id as op, x.p -> 'input' as i, x.p -> 'decision' as d,
