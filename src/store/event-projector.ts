@@ -21,7 +21,7 @@ export interface EventProjectorOptions {
   readonly logger?: ProjectorLogger;
 }
 
-/** Most rounds one `project()` runs before it lets the timer come back: 64 × 500 × 20 events. */
+/** Most rounds one `project()` runs before it lets the timer come back: 20 × 5,000 events. */
 const MAX_ROUNDS = 20;
 
 export class EventProjector {

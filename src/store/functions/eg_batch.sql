@@ -44,12 +44,14 @@ set lock_timeout = '4s' as $$
     perform set_config('eg.deferred_events', '[', true);
     -- A keyless operation's outcome always takes the general path, which brings its operation's
     -- rows up to date under the operation's lock, held until COMMIT (eg_project_operation.sql):
-    -- taken here, for all of them at once and in the order of their ids, not in call order, so
-    -- two batches of such outcomes never take them in opposite orders.
-    for v_op in select distinct e.value ->> 'operationId' as id
-        from json_array_elements(p_inputs::json) with ordinality as e(value, n)
-        where v_fns[e.n] = 'eg_record_outcome' and e.value ->> 'keyHash' is null and e.value ->> 'operationId' is not null
-        order by 1 loop
+    -- taken here, for all of them at once and in the order of the locks' own keys (the ids'
+    -- hashes, eg_lock_operation.sql), not in call order, so two batches of such outcomes never
+    -- take them in opposite orders.
+    for v_op in select l.id from (select distinct e.value ->> 'operationId' as id
+          from json_array_elements(p_inputs::json) with ordinality as e(value, n)
+          where v_fns[e.n] = 'eg_record_outcome' and e.value ->> 'keyHash' is null
+            and e.value ->> 'operationId' is not null) l
+        order by hashtext(l.id), l.id loop
       perform eg_lock_operation(v_op.id);
     end loop;
     for v_call in select e.value::text as input, e.ordinality as n

@@ -245,11 +245,13 @@ for (const target of storeTargets()) {
         expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
       });
 
-      it('two batches of keyless outcomes on the same chains in opposite orders never deadlock: their chains’ frontier rows are taken at once, in chain order', async () => {
-        // A keyless outcome projects its chain and holds that chain's frontier row to COMMIT
-        // (eg_project_chain.sql). Batch A has chain c1's outcome first and c2's last, B the other
-        // way round, each paused between them at a decide whose key a side connection holds: taken
-        // in call order, A would hold c1's row and wait for c2's, B the reverse.
+      it('two batches of the same keyless outcomes in opposite orders never deadlock: their operations’ locks are taken at once, in one order', async () => {
+        // A keyless outcome brings its operation up to date under the operation's lock, held to
+        // COMMIT (eg_project_operation.sql). Batch A has the first operation's outcome first and
+        // the second's last, B the other way round, each paused between them at a decide whose key
+        // a side connection holds: taken in call order, A would hold the first lock and wait for
+        // the second, B the reverse. (The two operations are on two chains, as when the lock was
+        // the chain's.)
         const allows: Allow[] = [];
         for (let i = 0; i < 50 && new Set(allows.map((a) => chainOf(a.operationId))).size < 2; i++) {
           allows.push((await store.decide(reserve(newRun(), null))) as Allow);
