@@ -59,9 +59,16 @@ create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
       cross join lateral (select e.payload::jsonb as p offset 0) x
       where e.operation_id is not null
     ), versions as (
-      -- Each operation's newest event among those taken: its rows take these events only if they
-      -- hold none as new (operations.event_pos).
-      select op, max(pos) as v from ev group by op
+      -- Each operation's newest event among those taken that changes its rows: its rows take these
+      -- events only if they hold none as new (operations.event_pos). Only those count: an event
+      -- that merely names the operation (a pending or duplicate decision of its key) is written
+      -- without the operation's key or lock, so its position says nothing of the operation's
+      -- order, and counting it could pass over an outcome that commits after it.
+      select op, max(pos) as v from ev
+      where to_state is not null or type in ('attempt.outcome', 'attempt.recovered')
+        or (type = 'decision.allow' and d ->> 'attemptId' is not null)
+        or ((f -> 'outcomeLost' ->> 'marked')::boolean and (f -> 'outcomeLost' ->> 'alreadyMarked') is distinct from 'true')
+      group by op
     ), changed as (
       -- Each operation's last change among the events taken (an event from before migration 0024
       -- has no position: its chain's seq orders it, and it comes before every event that has one).
