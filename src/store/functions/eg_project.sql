@@ -15,8 +15,8 @@
 -- batch. No row lock is held for any of it but the cursor's, and the rows' own while they are
 -- written; an operation's rows take its events only over older ones (eg_project_rows.sql), so a
 -- rare path that brought them up to date meanwhile (eg_project_operation.sql) is never undone.
--- A batch is found by transaction id (events_tx_idx): the transactions the previous snapshot saw
--- running, and the newer ones.
+-- A batch is found by transaction id (eg_unseen_events: the transactions the previous snapshot saw
+-- running, and the newer ones).
 create or replace function eg_project(p_limit int, p_wait boolean) returns json language plpgsql
 set enable_seqscan = off set jit = off as $$
   declare
@@ -42,13 +42,8 @@ set enable_seqscan = off set jit = off as $$
     end if;
     select array_agg(b.chain order by b.pos), array_agg(b.seq order by b.pos), max(b.pos), count(*)
       into v_chains, v_seqs, v_last, v_taken
-    from (select e.chain, e.seq, e.pos from events e
-          where (e.tx = any(array(select pg_snapshot_xip(v_c.after_snapshot)))
-              or e.tx >= pg_snapshot_xmax(v_c.after_snapshot))
-            and e.tx < pg_snapshot_xmax(v_c.target_snapshot)
-            and pg_visible_in_snapshot(e.tx, v_c.target_snapshot)
-            and not pg_visible_in_snapshot(e.tx, v_c.after_snapshot)
-            and e.pos > v_c.through_pos
+    from (select e.chain, e.seq, e.pos from eg_unseen_events(v_c.after_snapshot) e
+          where pg_visible_in_snapshot(e.tx, v_c.target_snapshot) and e.pos > v_c.through_pos
           order by e.pos limit p_limit) b;
     if v_taken > 0 then
       perform eg_project_decisions(v_chains, v_seqs);

@@ -6,10 +6,9 @@
 -- attempt, that attempt's outcome), so until the projection has passed they are only in the
 -- events.
 --
--- Which events: those of the operation the projection has not finished (not seen by
--- log_projection.after_snapshot: the transactions that snapshot saw running, and every newer one;
--- found by events_tx_idx) that are newer than its rows (operations.event_pos). Every earlier
--- writer of the operation held its key or its lock until it committed, so all of its events are
+-- Which events: those of the operation the projection has not finished (eg_unseen_events of
+-- log_projection.after_snapshot) that are newer than its rows (operations.event_pos). Every
+-- earlier writer of the operation held its key or its lock until it committed, so all of its events are
 -- committed and seen here, in the order eg_project_rows needs. The projector may be applying some
 -- of them at the same time: eg_project_rows applies an operation's events only over older rows,
 -- so whichever commits second changes nothing. Twice, the second time in a new statement: a row
@@ -50,9 +49,8 @@ set enable_seqscan = off set jit = off as $$
         select after_snapshot into v_after from log_projection where id;
       end if;
       select array_agg(e.chain order by e.pos), array_agg(e.seq order by e.pos) into v_chains, v_seqs
-      from events e
-      where (e.tx = any(array(select pg_snapshot_xip(v_after))) or e.tx >= pg_snapshot_xmax(v_after))
-        and e.operation_id is not null and (p_op is null or e.operation_id = p_op)
+      from eg_unseen_events(v_after) e
+      where e.operation_id is not null and (p_op is null or e.operation_id = p_op)
         and e.pos > coalesce((select o.event_pos from operations o where o.id = e.operation_id), -1);
       exit when v_chains is null;
       perform eg_project_rows(v_chains, v_seqs);

@@ -9,10 +9,7 @@ create or replace function eg_projected_seq(p_chain int) returns bigint language
       when c.after_snapshot is null then
         (select least(e.seq, r.seq) from event_projection e join row_projection r using (chain) where chain = p_chain)
       else
-        coalesce((select min(e.seq) - 1 from events e
-                  where (e.tx = any(array(select pg_snapshot_xip(c.after_snapshot)))
-                      or e.tx >= pg_snapshot_xmax(c.after_snapshot))
-                    and e.chain = p_chain),
+        coalesce((select min(e.seq) - 1 from eg_unseen_events(c.after_snapshot) e where e.chain = p_chain),
                  (select last_seq from chain_head where id = p_chain))
     end
     from log_projection c

@@ -44,11 +44,12 @@ export const MIGRATION_SETTING = 'functions_migration';
 /**
  * Created before the others, in this order. A `language sql` body is checked when it is created,
  * so the functions it calls must exist already; a plpgsql body's calls are resolved only when it
- * runs, so the rest need no order. `eg_call_repeat` calls `eg_call_key`, which is created first
- * for it (eg_ms stays first for the next one that needs it). A function missing here that should
+ * runs, so the rest need no order. `eg_call_repeat` calls `eg_call_key`, and `eg_projected_seq`
+ * calls `eg_unseen_events`, each created first for it (eg_ms stays first for the next one that
+ * needs it). A function missing here that should
  * be in it fails every fresh store's migrate with "function … does not exist".
  */
-const CREATED_FIRST: readonly string[] = ['eg_ms', 'eg_call_key'];
+const CREATED_FIRST: readonly string[] = ['eg_ms', 'eg_call_key', 'eg_unseen_events'];
 
 /**
  * Run after the definitions, in their transaction: brings the facts key rows copy from other rows
