@@ -8,7 +8,7 @@ import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
  * The hot path writes no operation or attempt row: a fresh operation's allow, its first attempt's
  * outcome, a duplicate and a pending are answered from the key row and told by their events, and
  * the rows are made from the events off the hot path (eg_project_rows.sql), by the projector, a
- * reader, or a rare path, each of which brings the rows up to date first (eg_project_chain.sql).
+ * reader, or a rare path, each of which brings the rows up to date first (eg_project_operation.sql).
  * What must hold besides: the answers and the rows are what the general path makes (every test
  * store checks on close that the rows are what the events say, test/helpers/trail-check.ts), and
  * every other outcome still takes the general path, which reads the rows after projecting them
