@@ -5,7 +5,9 @@
  * sealer (src/store/audit-sealer.ts, every `intervalMs`) on its own store connection, as a gate
  * runs it. Every 50 ms a probe reads how many committed events no checkpoint covers yet and how
  * old the oldest is; the lag is that age. Prints calls/s without and with the sealer, the lag's
- * p50/p99/max, and the checkpoints written. Loopback only; every loop is bounded by time.
+ * p50/p99/max, and the checkpoints written; and how long sealing a backlog takes: the first
+ * phase's (the log's first seal, by chain), and one more phase's written with the sealer stopped
+ * (by snapshot). Loopback only; every loop is bounded by time.
  *
  * `node --import tsx bench/sealing-lag.ts [pg admin url | pglite] [seconds] [concurrency] [intervalMs]`
  * e.g. `… postgres://postgres@127.0.0.1:5432/test 10 16 250`
@@ -45,6 +47,18 @@ async function load(store: Store, ms: number): Promise<number> {
   return calls / (ms / 1000);
 }
 
+/** Seals what is there, timed: events sealed, checkpoints, ms. */
+async function timedSeal(
+  store: Store,
+  sealer: AuditSealer,
+): Promise<{ events: number; checkpoints: number; ms: number }> {
+  const from = (await store.latestCheckpoint())?.size ?? 0;
+  const started = performance.now();
+  const checkpoints = await sealer.seal();
+  const ms = Math.round(performance.now() - started);
+  return { events: ((await store.latestCheckpoint())?.size ?? 0) - from, checkpoints, ms };
+}
+
 async function main(): Promise<void> {
   let url = 'pglite:memory';
   let drop: (() => Promise<void>) | null = null;
@@ -65,7 +79,8 @@ async function main(): Promise<void> {
       signer: parseSignerKey(generateNoteKey(newAuditKeyName()).signerKey),
       intervalMs,
     });
-    await sealer.seal(); // the backlog of the first phase
+    // The backlog of the first phase: the log's first seal, by chain.
+    const firstSeal = await timedSeal(store, sealer);
     const before = (await store.latestCheckpoint())?.size ?? 0;
     const firstCheckpoint = await store.latestCheckpoint();
     sealer.start();
@@ -74,7 +89,7 @@ async function main(): Promise<void> {
     const probe = (async (): Promise<void> => {
       while (probing) {
         const latest = await store.latestCheckpoint();
-        const unsealed = await store.unsealedEvents(latest?.heads ?? null);
+        const unsealed = await store.unsealedEvents(latest);
         lags.push(unsealed.oldestAt === null ? 0 : Math.max(0, Date.now() - Date.parse(unsealed.oldestAt)));
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -85,6 +100,9 @@ async function main(): Promise<void> {
     await sealer.stop();
     const latest = await store.latestCheckpoint();
     const checkpoints = (await store.readCheckpoints(firstCheckpoint?.size ?? null, 1_000_000)).length;
+    // A backlog by snapshot: a log sealed by snapshot, then written with no sealer running.
+    await load(store, seconds * 1000);
+    const laterSeal = await timedSeal(store, sealer);
     lags.sort((a, b) => a - b);
     console.log(
       JSON.stringify(
@@ -103,6 +121,8 @@ async function main(): Promise<void> {
           },
           checkpointsWritten: checkpoints,
           eventsSealed: (latest?.size ?? 0) - before,
+          backlogByChain: firstSeal,
+          backlogBySnapshot: laterSeal,
         },
         null,
         2,

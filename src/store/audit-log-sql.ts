@@ -1,7 +1,16 @@
 import { type Kysely, sql } from 'kysely';
 import { toEvent } from './records.js';
 import type { Database } from './schema.js';
-import type { CheckpointRecord, EventRange, EventRecord, SealedHeads, UnsealedEvents } from './types.js';
+import type {
+  BatchEvents,
+  BatchRead,
+  CheckpointBatch,
+  CheckpointRecord,
+  EventRange,
+  EventRecord,
+  SealedHeads,
+  UnsealedEvents,
+} from './types.js';
 
 /*
  * The sealed log's statements (KyselyStore delegates to these): reads of events by range and of
@@ -20,31 +29,76 @@ export async function auditLogId(db: Kysely<Database>): Promise<string> {
   return row.value;
 }
 
+interface EventRow {
+  chain: number;
+  seq: string;
+  type: string;
+  operation_id: string | null;
+  payload: string;
+  prev_hash: string;
+  hash: string;
+  recorded_at_us: string;
+}
+
+const EVENT_COLUMNS = sql`e.chain, e.seq, e.type, e.operation_id, e.payload, e.prev_hash, e.hash,
+  e.recorded_at_us::text as recorded_at_us`;
+
+function toEventRecord(row: EventRow): EventRecord {
+  return toEvent({ ...row, seq: row.seq as unknown as number });
+}
+
 export async function readEventRanges(
   db: Kysely<Database>,
   ranges: readonly EventRange[],
 ): Promise<EventRecord[]> {
   if (ranges.length === 0) return [];
   // One statement for every range: a nested loop over the primary key (chain, seq) per range.
-  const { rows } = await sql<{
-    chain: number;
-    seq: string;
-    type: string;
-    operation_id: string | null;
-    payload: string;
-    prev_hash: string;
-    hash: string;
-    recorded_at_us: string;
-  }>`select e.chain, e.seq, e.type, e.operation_id, e.payload, e.prev_hash, e.hash,
-      e.recorded_at_us::text as recorded_at_us
+  const { rows } = await sql<EventRow>`select ${EVENT_COLUMNS}
     from jsonb_to_recordset(${JSON.stringify(ranges)}::jsonb) as r("chain" int, "after" bigint, "upTo" bigint)
     join events e on e.chain = r."chain" and e.seq > r."after" and e.seq <= r."upTo"
     order by e.chain, e.seq`.execute(db);
-  return rows.map((row) => toEvent({ ...row, seq: row.seq as unknown as number }));
+  return rows.map(toEventRecord);
+}
+
+export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<BatchEvents> {
+  const target =
+    read.target ?? (await sql<{ s: string }>`select pg_current_snapshot()::text as s`.execute(db)).rows[0]!.s;
+  // A later statement sees every transaction `target` sees (they committed before it was taken),
+  // so the two statements read what one would. The batch after a snapshot is found by
+  // transaction id (eg_unseen_events, events_tx_idx); the first one, past the heads the old form
+  // sealed, by each chain's unsealed tail (primary key), never by scanning the log.
+  const { rows } =
+    read.after === null
+      ? await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
+          from chain_head h
+          join events e on e.chain = h.id and e.seq > coalesce((${JSON.stringify(read.sealed)}::jsonb ->> h.id::text)::bigint, 0)
+          where e.tx is not null and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot) and e.pos > ${read.from}
+          order by e.pos limit ${read.limit}`.execute(db)
+      : await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
+          from eg_unseen_events(${read.after}::pg_snapshot) e
+          where pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot) and e.pos > ${read.from}
+          order by e.pos limit ${read.limit}`.execute(db);
+  return Object.freeze({
+    target,
+    events: Object.freeze(rows.map(toEventRecord)),
+    positions: Object.freeze(rows.map((row) => Number(row.pos))),
+  });
+}
+
+export async function hasUnsealedLegacy(db: Kysely<Database>, heads: SealedHeads): Promise<boolean> {
+  // Events without a `tx` are a prefix of every chain (migration 0024): look at each chain's first
+  // unsealed event only.
+  const { rows } = await sql<{ found: boolean }>`select exists (
+      select 1 from chain_head h
+      join events e on e.chain = h.id and e.seq = greatest(h.base_seq, coalesce((${JSON.stringify(heads)}::jsonb ->> h.id::text)::bigint, 0)) + 1
+      where e.tx is null) as found`.execute(db);
+  return rows[0]?.found === true;
 }
 
 const CHECKPOINT_COLUMNS = sql`size::text as size, heads::text as heads, root, frontier,
-  to_char(sealed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as sealed_at, note`;
+  to_char(sealed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as sealed_at, note,
+  after_snapshot::text as after_snapshot, target_snapshot::text as target_snapshot,
+  through_pos::text as through_pos`;
 
 interface CheckpointRow {
   size: string;
@@ -53,12 +107,25 @@ interface CheckpointRow {
   frontier: string;
   sealed_at: string;
   note: string;
+  after_snapshot: string | null;
+  target_snapshot: string | null;
+  through_pos: string | null;
+}
+
+function toBatch(row: CheckpointRow): CheckpointBatch | null {
+  if (row.target_snapshot === null) return null;
+  return Object.freeze({
+    after: row.after_snapshot,
+    target: row.target_snapshot,
+    through: row.through_pos === null ? null : Number(row.through_pos),
+  });
 }
 
 function toCheckpoint(row: CheckpointRow): CheckpointRecord {
   return Object.freeze({
     size: Number(row.size),
     heads: Object.freeze(JSON.parse(row.heads) as SealedHeads),
+    batch: toBatch(row),
     root: row.root,
     frontier: row.frontier,
     sealedAt: row.sealed_at,
@@ -101,11 +168,37 @@ export async function appendCheckpoint(
 
 export async function unsealedEvents(
   db: Kysely<Database>,
-  heads: SealedHeads | null,
+  latest: CheckpointRecord | null,
 ): Promise<UnsealedEvents> {
+  const b = latest?.batch ?? null;
+  // By snapshot, as the sealer reads: the events the batch's snapshots do not cover. The first
+  // batch (`after` null) goes by chain: its heads are where it started.
+  const { rows } =
+    b === null || b.after === null ? await unsealedByChain(db, latest) : await unsealedBySnapshot(db, b);
+  const row = rows[0]!;
+  return Object.freeze({
+    count: Number(row.count),
+    oldestAt: row.oldest_us === null ? null : usToIso(row.oldest_us),
+  });
+}
+
+type UnsealedRows = Promise<{ rows: { count: string; oldest_us: string | null }[] }>;
+
+function unsealedBySnapshot(db: Kysely<Database>, b: CheckpointBatch): UnsealedRows {
+  // A batch sealed whole: everything its target did not see. One sealed up to `through`: what its
+  // `after` did not see, but for the part of the batch sealed.
+  return sql<{ count: string; oldest_us: string | null }>`
+    select count(*)::text as count, min(e.recorded_at_us)::text as oldest_us
+    from eg_unseen_events(${b.through === null ? b.target : b.after}::pg_snapshot) e
+    where not (${b.through !== null} and pg_visible_in_snapshot(e.tx, ${b.target}::pg_snapshot)
+      and e.pos <= ${b.through ?? 0})`.execute(db);
+}
+
+function unsealedByChain(db: Kysely<Database>, latest: CheckpointRecord | null): UnsealedRows {
   // A chain's sealed seq is never below its base: retention removes only sealed events, and
   // before the first checkpoint the log starts at the bases.
-  const { rows } = await sql<{ count: string; oldest_us: string | null }>`
+  const heads = latest?.heads ?? null;
+  return sql<{ count: string; oldest_us: string | null }>`
     with s as (
       select h.id, h.last_seq,
         greatest(h.base_seq, coalesce((${JSON.stringify(heads ?? {})}::jsonb ->> h.id::text)::bigint, 0)) as sealed
@@ -114,11 +207,6 @@ export async function unsealedEvents(
     select coalesce(sum(greatest(s.last_seq - s.sealed, 0)), 0)::text as count,
       (select min(e.recorded_at_us) from events e join s on e.chain = s.id and e.seq = s.sealed + 1)::text as oldest_us
     from s`.execute(db);
-  const row = rows[0]!;
-  return Object.freeze({
-    count: Number(row.count),
-    oldestAt: row.oldest_us === null ? null : usToIso(row.oldest_us),
-  });
 }
 
 /** Microseconds since the epoch as an ISO time (milliseconds: what Date holds). */

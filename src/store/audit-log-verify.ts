@@ -4,9 +4,12 @@ import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
 import type { NoteVerifier } from './signed-note.js';
 import type {
   AuditStore,
+  BatchRead,
   ChainHead,
+  CheckpointBatch,
   CheckpointRecord,
   EventRange,
+  EventRecord,
   SealedHeads,
   UnsealedEvents,
 } from './types.js';
@@ -14,10 +17,13 @@ import type {
 /*
  * Verifies the sealed log: every checkpoint's signed note (signature, origin, size, root), and its
  * root recomputed from the events it added to the tree (audit-sealer.ts says which, in which
- * order). What it finds, by checkpoint:
+ * order: its batch's, found again by the snapshots it names, or its chain ranges in the old form).
+ * What it finds, by checkpoint:
  *
- * - an event edited, inserted or reordered: the events no longer give the checkpoint's root;
- * - an event deleted: a seq the checkpoint sealed is missing; at the end of a chain, a truncated tail;
+ * - an event edited or reordered: the events no longer give the checkpoint's root;
+ * - an event inserted into a sealed batch: the batch holds more events than the checkpoint sealed;
+ * - an event deleted, or moved out of its batch (its `tx` rewritten): a seq the checkpoint sealed
+ *   is missing; at the end of a chain, a truncated tail;
  * - a checkpoint row moved by hand: its note, heads, size or frontier disagree with each other;
  * - a checkpoint not signed by the audit key (when a verifier key is given).
  *
@@ -28,7 +34,13 @@ import type {
 
 export type AuditLogStore = Pick<
   AuditStore,
-  'auditLogId' | 'chainHeads' | 'readEventRanges' | 'latestCheckpoint' | 'readCheckpoints' | 'unsealedEvents'
+  | 'auditLogId'
+  | 'chainHeads'
+  | 'readEventRanges'
+  | 'readBatch'
+  | 'latestCheckpoint'
+  | 'readCheckpoints'
+  | 'unsealedEvents'
 >;
 
 export interface SealProblem {
@@ -106,7 +118,7 @@ async function walk(store: AuditLogStore, verifier: NoteVerifier | null): Promis
         problem(latest.size, `tail truncated: chain ${chain} ends at ${last}, sealed up to ${seq}`);
     }
   }
-  const unsealed = await store.unsealedEvents(latest?.heads ?? null);
+  const unsealed = await store.unsealedEvents(latest);
   return Object.freeze({
     ok: problems.length === 0,
     checkpoints: count,
@@ -196,11 +208,16 @@ async function extend(
   // Retention removed some of them (below a chain's base): resume from the stored frontier.
   const pruned = ranges.some((r) => r.after < (heads.get(String(r.chain))?.baseSeq ?? 0));
   if (pruned || tree === null) return { tree: storedFrontier(cp, problem), rehashed: 0 };
-  const events = await store.readEventRanges(ranges);
-  const next = tree.clone();
+  const leaves = await readLeaves(store, prev, cp, ranges, added);
+  if (typeof leaves === 'string') {
+    problem(cp.size, leaves);
+    return { tree: storedFrontier(cp, () => undefined), rehashed: 0 };
+  }
+  // Every event its heads say it sealed, each chain's without a gap.
+  const events = cp.batch === null ? leaves : [...leaves].sort((a, b) => a.chain - b.chain || a.seq - b.seq);
   let k = 0;
   for (const r of ranges) {
-    for (let seq = r.after + 1; seq <= r.upTo; seq++) {
+    for (let seq = r.after + 1; seq <= r.upTo; seq++, k++) {
       const e = events[k];
       if (e === undefined || e.chain !== r.chain || e.seq !== seq) {
         const last = heads.get(String(r.chain))?.lastSeq ?? 0;
@@ -212,10 +229,10 @@ async function extend(
         );
         return { tree: storedFrontier(cp, () => undefined), rehashed: 0 };
       }
-      next.append(leafHash(eventHashInput(e)));
-      k += 1;
     }
   }
+  const next = tree.clone();
+  for (const e of leaves) next.append(leafHash(eventHashInput(e)));
   if (next.root().toString('hex') !== cp.root) {
     problem(cp.size, 'its events do not give its root: an event was edited or reordered');
     return { tree: storedFrontier(cp, () => undefined), rehashed: k };
@@ -224,44 +241,44 @@ async function extend(
   return { tree: next, rehashed: k };
 }
 
-/** What a witness's checkpoint says about the store. */
-export interface WitnessCheck {
-  readonly ok: boolean;
-  readonly size: number | null;
-  readonly reason: string | null;
+/**
+ * The leaves `cp` added after `prev`, in the order it sealed them: its batch's events in `pos`
+ * order, or (old form) its chain ranges' in (chain, seq) order. A reason when its batch cannot
+ * follow `prev`'s, or holds more events than it sealed.
+ */
+async function readLeaves(
+  store: AuditLogStore,
+  prev: CheckpointRecord,
+  cp: CheckpointRecord,
+  ranges: readonly EventRange[],
+  added: number,
+): Promise<readonly EventRecord[] | string> {
+  const b = cp.batch;
+  if (b === null) {
+    if (prev.batch !== null) return 'a checkpoint of the old form after one by snapshot: moved by hand';
+    return store.readEventRanges(ranges);
+  }
+  const read = batchAfter(prev.batch, b);
+  if (typeof read === 'string') return `its batch ${read}: moved by hand`;
+  const got = await store.readBatch({ ...read, limit: added + 1, sealed: prev.heads });
+  const through = b.through;
+  const leaves = through === null ? got.events : got.events.filter((_, i) => got.positions[i]! <= through);
+  if (leaves.length > added)
+    return `its batch holds more events than the ${added} it sealed: an event was inserted`;
+  return leaves;
 }
 
-/**
- * Checks a checkpoint a witness kept (`effectgate audit checkpoint`) against the store: the store
- * must hold a checkpoint of the same size with the same root. With a verifier, the witness's copy
- * must be signed by it.
- */
-export async function checkWitnessed(
-  store: Pick<AuditStore, 'auditLogId' | 'getCheckpoint' | 'latestCheckpoint'>,
-  note: string,
-  verifier: NoteVerifier | null,
-): Promise<WitnessCheck> {
-  let kept: CheckpointNote;
-  try {
-    kept = readCheckpointNote(note, verifier === null ? [] : [verifier]);
-  } catch (err) {
-    return { ok: false, size: null, reason: `not a checkpoint note: ${(err as Error).message}` };
+/** Where a checkpoint's batch starts, given the previous checkpoint's; a reason when it cannot. */
+function batchAfter(
+  prev: CheckpointBatch | null,
+  b: CheckpointBatch,
+): Pick<BatchRead, 'after' | 'target' | 'from'> | string {
+  if (prev !== null && prev.through !== null) {
+    if (b.after !== prev.after || b.target !== prev.target)
+      return "is not the previous one's, which it left unfinished";
+    if (b.through !== null && b.through <= prev.through) return 'goes back';
+    return { after: b.after, target: b.target, from: prev.through };
   }
-  const fail = (reason: string): WitnessCheck => ({ ok: false, size: kept.size, reason });
-  if (verifier !== null && !kept.verified) return fail(`not signed by the audit key ${verifier.name}`);
-  const origin = checkpointOrigin(await store.auditLogId());
-  if (kept.origin !== origin)
-    return fail(`a checkpoint of another log (${kept.origin}), not of this store (${origin})`);
-  const held = await store.getCheckpoint(kept.size);
-  if (held === null) {
-    const latest = await store.latestCheckpoint();
-    return fail(
-      latest === null || latest.size < kept.size
-        ? `the store's log ends before size ${kept.size} (latest ${latest?.size ?? 'none'}): truncated or rewritten`
-        : `the store has no checkpoint of size ${kept.size}: checkpoints were rewritten`,
-    );
-  }
-  if (held.root !== kept.rootHex)
-    return fail(`the store's checkpoint of size ${kept.size} has another root: rewritten`);
-  return { ok: true, size: kept.size, reason: null };
+  if (b.after !== (prev?.target ?? null)) return 'does not start where the previous one ended';
+  return { after: b.after, target: b.target, from: 0 };
 }

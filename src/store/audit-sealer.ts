@@ -1,11 +1,14 @@
-import { computeEventHash, eventHashInput, GENESIS_HASH } from './audit-chain.js';
+import { eventHashInput } from './audit-chain.js';
+import { type ChainPlan, checkChainLinks, readWithLink } from './chain-links.js';
 import { checkpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
 import { PeriodicRounds } from './periodic-rounds.js';
 import type { NoteSigner } from './signed-note.js';
 import type {
   AuditStore,
+  BatchRead,
   ChainHead,
+  CheckpointBatch,
   CheckpointRecord,
   EventRange,
   EventRecord,
@@ -13,22 +16,34 @@ import type {
 } from './types.js';
 
 /*
- * The sealer folds the events the chains have committed into one RFC 9162 Merkle tree and appends
- * a signed checkpoint of it (audit_checkpoints), off the hot path: it reads what is committed and
- * writes one row, and a gate's calls never wait for it. A chain's head row moves in the same
- * transaction as its event, so every event up to a head the sealer reads is committed and stays
- * where it is; the events a checkpoint adds are those after the previous checkpoint's heads up to
- * the heads read now, in (chain, seq) order, and that order is final.
+ * The sealer folds committed events into one RFC 9162 Merkle tree and appends a signed checkpoint
+ * of it (audit_checkpoints), off the hot path: it reads what is committed and writes one row, and
+ * a gate's calls never wait for it.
  *
- * Before folding an event in, the sealer checks its chain link and hash: it never signs a log
- * that does not verify (it logs why, and tries again on its next round, so a repaired log or one
- * retention moved on is sealed). Gates sharing a database each run one; eg_append_checkpoint
- * keeps their checkpoints one line (the loser of a race rereads and goes on from the winner's).
+ * It reads the log in batches by snapshot, as the projection does (migrations 0024, 0026): a batch
+ * is the events its target snapshot sees and the previous batch's did not, in `pos` order. An
+ * event is seen by a snapshot exactly when its writer has committed, so no committed event is
+ * passed over for one that commits later, and nothing is waited for. A checkpoint names its batch
+ * (CheckpointBatch), and one takes at most `maxEvents` of it: a longer batch goes on in the next.
+ * Events written before the store gave them an order (no `tx`) are sealed first, by chain, as the
+ * versions before sealed every event: the events after the previous checkpoint's heads up to the
+ * chains' heads, in (chain, seq) order.
+ *
+ * Before folding an event in, the sealer checks its chain link and hash: it never signs a log that
+ * does not verify (it logs why, and tries again on its next round, so a repaired log or one
+ * retention moved on is sealed). Gates sharing a database each run one; eg_append_checkpoint keeps
+ * their checkpoints one line (the loser of a race rereads and goes on from the winner's).
  */
 
 export type SealerStore = Pick<
   AuditStore,
-  'auditLogId' | 'chainHeads' | 'readEventRanges' | 'latestCheckpoint' | 'appendCheckpoint'
+  | 'auditLogId'
+  | 'chainHeads'
+  | 'readEventRanges'
+  | 'readBatch'
+  | 'hasUnsealedLegacy'
+  | 'latestCheckpoint'
+  | 'appendCheckpoint'
 >;
 
 export interface SealerLogger {
@@ -42,11 +57,11 @@ export interface AuditSealerOptions {
   /** How often it looks for new events; default 250 ms, so sealing lags a commit by about that. */
   readonly intervalMs?: number;
   /**
-   * Most events one checkpoint takes from one chain; default 64, so one round reads at most 4,096
-   * events (a few MB) and a long backlog (an upgraded store) is many small rounds that calls
-   * interleave with, not one read that stalls an embedded store.
+   * Most events one checkpoint takes; default 4,096 (a few MB read), so a long backlog (an
+   * upgraded store, a store sealed for the first time) is many small rounds that calls interleave
+   * with, not one read that stalls an embedded store. By chain, each chain's share of it.
    */
-  readonly maxPerChain?: number;
+  readonly maxEvents?: number;
   readonly logger?: SealerLogger;
   /** The clock of `sealedAt` (tests). */
   readonly now?: () => Date;
@@ -55,7 +70,7 @@ export interface AuditSealerOptions {
 /** What one round did. */
 export type SealStep = 'sealed' | 'idle' | 'raced' | 'refused';
 
-/** Most rounds one `seal()` runs: a backlog beyond (rounds × chains × maxPerChain) waits for the next. */
+/** Most rounds one `seal()` runs: a backlog beyond (rounds × maxEvents) waits for the next. */
 const MAX_ROUNDS = 1000;
 
 export class AuditSealer {
@@ -64,15 +79,17 @@ export class AuditSealer {
   #latest: CheckpointRecord | null = null;
   readonly #rounds: PeriodicRounds;
   #lastRefusal: string | null = null;
-  /** The last round left events behind (a chain had more than maxPerChain new ones). */
+  /** The last round left events behind: more than maxEvents were new, or it sealed by chain. */
   #behind = false;
+  /** Every event without a `tx` is sealed: no need to ask again while the log is of the old form. */
+  #byChainDone = false;
 
   constructor(options: AuditSealerOptions) {
     this.#o = Object.freeze({
       store: options.store,
       signer: options.signer,
       intervalMs: options.intervalMs ?? 250,
-      maxPerChain: options.maxPerChain ?? 64,
+      maxEvents: options.maxEvents ?? 4096,
       logger: options.logger ?? null,
       now: options.now ?? ((): Date => new Date()),
     });
@@ -94,8 +111,8 @@ export class AuditSealer {
   }
 
   /**
-   * Seals until caught up with the heads read in the last round (bounded); returns checkpoints
-   * written. A round that took every new event ends it: under a steady load that is one
+   * Seals until a round takes the rest of what it saw (bounded); returns checkpoints written. A
+   * round that took every new event ends it: under a steady load that is one
    * checkpoint per interval, not one per handful of events (each costs a read, a signature and a
    * row; measured in bench/sealing-lag.ts).
    */
@@ -125,25 +142,76 @@ export class AuditSealer {
       for (const h of heads) if ((h.baseSeq ?? 0) > 0) bases[String(h.chain)] = h.baseSeq!;
       // The events already there are sealed by the rounds that follow, in the same seal().
       this.#behind = heads.some((h) => h.lastSeq > (h.baseSeq ?? 0));
-      return this.#append(null, 0, bases, MerkleFrontier.empty());
+      return this.#append(null, 0, bases, null, MerkleFrontier.empty());
     }
+    if (latest.batch === null) {
+      // A long backlog (a store sealed for the first time) goes by chain too: a round reads each
+      // chain's next events by primary key, where a round of the first batch reads all of the
+      // backlog to take its next events by `pos`.
+      const backlog = heads.reduce(
+        (n, h) => n + Math.max(0, h.lastSeq - (latest.heads[String(h.chain)] ?? 0)),
+        0,
+      );
+      if (backlog > this.#o.maxEvents) return this.#sealByChain(latest, heads);
+      if (!this.#byChainDone && (await store.hasUnsealedLegacy(latest.heads))) {
+        return this.#sealByChain(latest, heads);
+      }
+      this.#byChainDone = true;
+    }
+    return this.#sealBatch(latest, heads);
+  }
+
+  /** A round of the old form: the events after the sealed heads up to the chains' heads. */
+  async #sealByChain(latest: CheckpointRecord, heads: readonly ChainHead[]): Promise<SealStep> {
     const plan = this.#plan(latest.heads, heads);
     if (typeof plan === 'string') return this.#refuse(plan);
     if (plan.ranges.length === 0) return 'idle';
-    const events = await store.readEventRanges(plan.reads);
-    const leaves = checkLinks(plan, heads, events);
+    const events = await this.#o.store.readEventRanges(plan.reads);
+    const leaves = checkChainLinks(plan, heads, events);
     if (typeof leaves === 'string') return this.#refuse(leaves);
-    const frontier = MerkleFrontier.fromJSON(latest.frontier);
-    for (const event of leaves) frontier.append(leafHash(eventHashInput(event)));
     const next: Record<string, number> = { ...latest.heads };
     for (const r of plan.ranges) next[String(r.chain)] = r.upTo;
-    return this.#append(latest.size, latest.size + leaves.length, next, frontier);
+    // Events appended since the heads were read are the next rounds', by chain or by snapshot.
+    this.#behind = true;
+    return this.#extend(latest, leaves, next, null);
   }
 
-  #plan(
-    sealed: SealedHeads,
-    heads: readonly ChainHead[],
-  ): { readonly ranges: EventRange[]; readonly reads: EventRange[] } | string {
+  /**
+   * A round by snapshot: the rest of the batch the latest checkpoint left unfinished, else the
+   * next one (after its target, up to the store's current snapshot), at most maxEvents of it.
+   */
+  async #sealBatch(latest: CheckpointRecord, heads: readonly ChainHead[]): Promise<SealStep> {
+    const b = latest.batch;
+    const read: Omit<BatchRead, 'limit' | 'sealed'> =
+      b === null
+        ? { after: null, target: null, from: 0 }
+        : b.through !== null
+          ? { after: b.after, target: b.target, from: b.through }
+          : { after: b.target, target: null, from: 0 };
+    const max = this.#o.maxEvents;
+    // One more than it takes: a checkpoint that ends a batch early always leaves some of it.
+    const got = await this.#o.store.readBatch({ ...read, limit: max + 1, sealed: latest.heads });
+    if (got.events.length === 0) return 'idle';
+    const taken = got.events.slice(0, max);
+    const more = got.events.length > max;
+    // A round that finished a batch an earlier one started saw less than what is committed now.
+    this.#behind = more || read.from > 0;
+    const checked = await this.#checkBatch(latest.heads, heads, taken);
+    if (typeof checked === 'string') return this.#refuse(checked);
+    const batch: CheckpointBatch = Object.freeze({
+      after: read.after,
+      target: got.target,
+      through: more ? got.positions[max - 1]! : null,
+    });
+    return this.#extend(latest, taken, checked, batch);
+  }
+
+  /**
+   * The ranges of every chain from its sealed seq up to its head, each chain's share of maxEvents
+   * at most, or a reason the heads cannot be sealed from.
+   */
+  #plan(sealed: SealedHeads, heads: readonly ChainHead[]): ChainPlan | string {
+    const perChain = Math.max(1, Math.floor(this.#o.maxEvents / Math.max(1, heads.length)));
     const ranges: EventRange[] = [];
     const reads: EventRange[] = [];
     for (const h of heads) {
@@ -151,20 +219,62 @@ export class AuditSealer {
       const base = h.baseSeq ?? 0;
       if (from > h.lastSeq) return `chain ${h.chain} ends at ${h.lastSeq}, before its sealed event ${from}`;
       if (from < base) return `chain ${h.chain} was pruned to ${base}, past its sealed event ${from}`;
-      const upTo = Math.min(h.lastSeq, from + this.#o.maxPerChain);
-      if (upTo < h.lastSeq) this.#behind = true;
+      const upTo = Math.min(h.lastSeq, from + perChain);
       if (upTo === from) continue;
-      ranges.push({ chain: h.chain, after: from, upTo });
-      // The sealed event itself too (when retention kept it): the first new one must link to it.
-      reads.push({ chain: h.chain, after: from > base ? from - 1 : from, upTo });
+      const range = { chain: h.chain, after: from, upTo };
+      ranges.push(range);
+      reads.push(readWithLink(range, base));
     }
     return { ranges, reads };
+  }
+
+  /**
+   * The heads after a batch, or a reason it cannot be sealed. While an event's head row is locked
+   * until it commits, a batch holds, on every chain, the events right after its sealed seq: each
+   * is checked against its chain as the old form's ranges are.
+   */
+  async #checkBatch(
+    sealed: SealedHeads,
+    heads: readonly ChainHead[],
+    events: readonly EventRecord[],
+  ): Promise<SealedHeads | string> {
+    const upTo = new Map<number, number>();
+    for (const e of events) upTo.set(e.chain, Math.max(upTo.get(e.chain) ?? 0, e.seq));
+    const baseOf = new Map(heads.map((h) => [h.chain, h.baseSeq ?? 0]));
+    const ranges: EventRange[] = [...upTo]
+      .sort((a, b) => a[0] - b[0])
+      .map(([chain, last]) => ({ chain, after: sealed[String(chain)] ?? 0, upTo: last }));
+    const reads = ranges.map((r) => readWithLink(r, baseOf.get(r.chain) ?? 0));
+    // The batch holds the ranges' events; only their links (each chain's sealed event) are read.
+    const links = reads
+      .filter((read, i) => read.after < ranges[i]!.after)
+      .map((read) => ({ ...read, upTo: read.after + 1 }));
+    const linkEvents = await this.#o.store.readEventRanges(links);
+    const byChainSeq = [...linkEvents, ...events].sort((a, b) => a.chain - b.chain || a.seq - b.seq);
+    const checked = checkChainLinks({ ranges, reads }, heads, byChainSeq);
+    if (typeof checked === 'string') return checked;
+    const next: Record<string, number> = { ...sealed };
+    for (const r of ranges) next[String(r.chain)] = r.upTo;
+    return next;
+  }
+
+  /** Appends `leaves` to the latest checkpoint's tree and the checkpoint of the result. */
+  #extend(
+    latest: CheckpointRecord,
+    leaves: readonly EventRecord[],
+    heads: SealedHeads,
+    batch: CheckpointBatch | null,
+  ): Promise<SealStep> {
+    const frontier = MerkleFrontier.fromJSON(latest.frontier);
+    for (const event of leaves) frontier.append(leafHash(eventHashInput(event)));
+    return this.#append(latest.size, latest.size + leaves.length, heads, batch, frontier);
   }
 
   async #append(
     after: number | null,
     size: number,
     heads: SealedHeads,
+    batch: CheckpointBatch | null,
     frontier: MerkleFrontier,
   ): Promise<SealStep> {
     const root = size === 0 ? EMPTY_ROOT_HEX : frontier.root().toString('hex');
@@ -172,6 +282,7 @@ export class AuditSealer {
     const checkpoint: CheckpointRecord = Object.freeze({
       size,
       heads: Object.freeze(heads),
+      batch,
       root,
       frontier: frontier.toJSON(),
       sealedAt,
@@ -200,54 +311,4 @@ export class AuditSealer {
     this.#latest = null;
     return 'refused';
   }
-}
-
-/**
- * The new events of every range, checked against their chain: seqs without a gap, each hash
- * recomputed, each linked to the one before (the sealed event, or the chain's base). A reason
- * string when one is not.
- */
-function checkLinks(
-  plan: { readonly ranges: readonly EventRange[]; readonly reads: readonly EventRange[] },
-  heads: readonly ChainHead[],
-  events: readonly EventRecord[],
-): EventRecord[] | string {
-  const headOf = new Map(heads.map((h) => [h.chain, h]));
-  const byChain = new Map<number, EventRecord[]>();
-  for (const e of events) {
-    const list = byChain.get(e.chain);
-    if (list === undefined) byChain.set(e.chain, [e]);
-    else list.push(e);
-  }
-  const leaves: EventRecord[] = [];
-  for (const [i, range] of plan.ranges.entries()) {
-    const read = plan.reads[i]!;
-    const list = byChain.get(range.chain) ?? [];
-    const head = headOf.get(range.chain)!;
-    let prev = GENESIS_HASH;
-    let k = 0;
-    if (read.after < range.after) {
-      const link = list[0];
-      if (link === undefined || link.seq !== range.after) {
-        return `chain ${range.chain} has no event ${range.after}`;
-      }
-      if (computeEventHash(link) !== link.hash) {
-        return `event ${range.after} of chain ${range.chain} was edited (its hash differs)`;
-      }
-      prev = link.hash;
-      k = 1;
-    } else {
-      prev = range.after === (head.baseSeq ?? 0) ? (head.baseHash ?? GENESIS_HASH) : GENESIS_HASH;
-    }
-    for (let seq = range.after + 1; seq <= range.upTo; seq++, k++) {
-      const e = list[k];
-      if (e === undefined || e.seq !== seq) return `chain ${range.chain} has no event ${seq}`;
-      if (e.prevHash !== prev) return `event ${seq} of chain ${range.chain} does not link to the one before`;
-      if (computeEventHash(e) !== e.hash)
-        return `event ${seq} of chain ${range.chain} was edited (its hash differs)`;
-      prev = e.hash;
-      leaves.push(e);
-    }
-  }
-  return leaves;
 }

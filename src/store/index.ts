@@ -23,11 +23,9 @@ export {
 } from './audit-key.js';
 export {
   type AuditLogStore,
-  checkWitnessed,
   type SealProblem,
   type SealReport,
   verifySealedLog,
-  type WitnessCheck,
 } from './audit-log-verify.js';
 export { archiveAndPrune, type RetentionResult } from './audit-retention.js';
 export {
@@ -96,3 +94,4 @@ export {
   SHADOW_VERDICTS,
   VERDICTS,
 } from './vocabulary.js';
+export { checkWitnessed, type WitnessCheck } from './witness-check.js';

@@ -24,6 +24,8 @@ import type {
   ApprovalRecord,
   ApprovalState,
   AttemptRecord,
+  BatchEvents,
+  BatchRead,
   ChainCut,
   ChainHead,
   CheckpointRecord,
@@ -677,8 +679,16 @@ export class KyselyStore implements Store {
     return this.#guard('appendCheckpoint', () => auditLog.appendCheckpoint(this.#db, after, checkpoint));
   }
 
-  unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents> {
-    return this.#guard('unsealedEvents', () => auditLog.unsealedEvents(this.#db, heads));
+  readBatch(read: BatchRead): Promise<BatchEvents> {
+    return this.#guard('readBatch', () => auditLog.readBatch(this.#db, read));
+  }
+
+  hasUnsealedLegacy(heads: SealedHeads): Promise<boolean> {
+    return this.#guard('hasUnsealedLegacy', () => auditLog.hasUnsealedLegacy(this.#db, heads));
+  }
+
+  unsealedEvents(latest: CheckpointRecord | null): Promise<UnsealedEvents> {
+    return this.#guard('unsealedEvents', () => auditLog.unsealedEvents(this.#db, latest));
   }
 
   ping(): Promise<void> {

@@ -47,6 +47,8 @@ const SERVED = [
   'chainHeads',
   'auditLogId',
   'readEventRanges',
+  'readBatch',
+  'hasUnsealedLegacy',
   'latestCheckpoint',
   'getCheckpoint',
   'readCheckpoints',

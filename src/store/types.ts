@@ -787,14 +787,31 @@ export interface ChainCut {
 export type SealedHeads = Readonly<Record<string, number>>;
 
 /**
- * One checkpoint of the sealed log (audit_checkpoints, migration 0018): the RFC 9162 Merkle tree
- * over every event sealed so far, in sealing order (checkpoint by checkpoint; within one, the
- * events after the previous checkpoint's heads up to its own, by chain then seq).
+ * The batch of events a checkpoint sealed (migration 0026): those `target` sees and `after` did
+ * not, in `pos` order, up to `through`. Snapshots are PostgreSQL `pg_snapshot` text
+ * (`xmin:xmax:xip,...`).
+ */
+export interface CheckpointBatch {
+  /** Null: the first batch, every event with a `tx` the checkpoint before had not sealed by chain. */
+  readonly after: string | null;
+  readonly target: string;
+  /** The last `pos` sealed; null: the whole batch (the next one starts after `target`). */
+  readonly through: number | null;
+}
+
+/**
+ * One checkpoint of the sealed log (audit_checkpoints, migrations 0018 and 0026): the RFC 9162
+ * Merkle tree over every event sealed so far, in sealing order, checkpoint by checkpoint. Within
+ * one, the events of its batch in `pos` order; in a checkpoint of the old form (no batch), the
+ * events after the previous checkpoint's heads up to its own, by chain then seq.
  */
 export interface CheckpointRecord {
   /** Leaves in the tree: events sealed so far, removed ones included. */
   readonly size: number;
+  /** Each chain's last sealed seq (retention cuts the chains there). */
   readonly heads: SealedHeads;
+  /** What it sealed, found by snapshot; null: a checkpoint of the old form (sealed by chain). */
+  readonly batch: CheckpointBatch | null;
   /** The tree's root hash, 64 lowercase hex digits. */
   readonly root: string;
   /** The tree's compact range at this size (MerkleFrontier JSON). */
@@ -803,6 +820,26 @@ export interface CheckpointRecord {
   readonly sealedAt: string;
   /** The C2SP signed note of the checkpoint (checkpoint-note.ts). */
   readonly note: string;
+}
+
+/** A read of one batch's events (AuditStore.readBatch). */
+export interface BatchRead {
+  readonly after: string | null;
+  readonly target: string | null;
+  /** Events with a larger `pos` only (0: from the batch's start). */
+  readonly from: number;
+  readonly limit: number;
+  /** With `after` null: the heads the old form sealed up to. */
+  readonly sealed: SealedHeads;
+}
+
+/** What AuditStore.readBatch read. */
+export interface BatchEvents {
+  /** The batch's target snapshot: the one asked for, or the store's current one. */
+  readonly target: string;
+  readonly events: readonly EventRecord[];
+  /** Each event's `pos`, in the same order. */
+  readonly positions: readonly number[];
 }
 
 /** The events of one chain with `after < seq <= upTo`. */
@@ -1014,8 +1051,16 @@ export interface AuditStore {
   projectEvents(options?: { readonly limit?: number; readonly wait?: boolean }): Promise<ProjectionRound>;
   /** The sealed log's identity (settings.audit_log_id): the origin of its checkpoints names it. */
   auditLogId(): Promise<string>;
-  /** The events of the given ranges, in (chain, seq) order: what the sealer folds in. */
+  /** The events of the given ranges, in (chain, seq) order: what a checkpoint of the old form sealed. */
   readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]>;
+  /**
+   * At most `limit` events of a batch (those `target` sees and `after` did not) with a `pos` past
+   * `from`, in `pos` order; with `after` null, those with a `tx` not sealed by chain in `sealed`.
+   * `target` null: the store's current snapshot, returned with the events.
+   */
+  readBatch(read: BatchRead): Promise<BatchEvents>;
+  /** Whether an event written before the store gave events an order (no `tx`) lies past `heads`. */
+  hasUnsealedLegacy(heads: SealedHeads): Promise<boolean>;
   /** The newest checkpoint, or null while the log has none. */
   latestCheckpoint(): Promise<CheckpointRecord | null>;
   /** The checkpoint of tree size `size`, or null. */
@@ -1027,8 +1072,8 @@ export interface AuditStore {
    * nothing written, when another sealer appended meanwhile.
    */
   appendCheckpoint(after: number | null, checkpoint: CheckpointRecord): Promise<boolean>;
-  /** How many committed events lie past `heads` (null: past the chains' bases), and the oldest one's time. */
-  unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents>;
+  /** How many committed events `latest` does not seal (null: none is), and the oldest one's time. */
+  unsealedEvents(latest: CheckpointRecord | null): Promise<UnsealedEvents>;
 }
 
 /** The store itself: which one it is, liveness, migrations, figures, close. */

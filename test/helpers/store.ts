@@ -14,6 +14,8 @@ import type { Database } from '../../src/store/schema.js';
 import type {
   ApprovalDecisionInput,
   ApprovalRecord,
+  BatchEvents,
+  BatchRead,
   ChainCut,
   ChainHead,
   CheckpointRecord,
@@ -309,8 +311,16 @@ class TestStoreHandle implements TestStore {
     return this.#inner.projectEvents(options);
   }
 
-  unsealedEvents(heads: SealedHeads | null): Promise<UnsealedEvents> {
-    return this.#inner.unsealedEvents(heads);
+  readBatch(read: BatchRead): Promise<BatchEvents> {
+    return this.#inner.readBatch(read);
+  }
+
+  hasUnsealedLegacy(heads: SealedHeads): Promise<boolean> {
+    return this.#inner.hasUnsealedLegacy(heads);
+  }
+
+  unsealedEvents(latest: CheckpointRecord | null): Promise<UnsealedEvents> {
+    return this.#inner.unsealedEvents(latest);
   }
 
   ping(): Promise<void> {

@@ -23,6 +23,7 @@ import { migration0022 } from './0022-lost-attempt-on-key/index.js';
 import { migration0023 } from './0023-row-projection/index.js';
 import { migration0024 } from './0024-event-order/index.js';
 import { migration0025 } from './0025-projection-by-snapshot/index.js';
+import { migration0026 } from './0026-sealing-by-snapshot/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -58,6 +59,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0023-row-projection': migration0023,
   '0024-event-order': migration0024,
   '0025-projection-by-snapshot': migration0025,
+  '0026-sealing-by-snapshot': migration0026,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -130,7 +130,7 @@ describe('a gate seals its trail', { timeout: 120_000 }, () => {
         // Sealed while running, not only at the stop (bounded wait: 10 s at most).
         for (
           let i = 0;
-          i < 200 && (await store.unsealedEvents((await store.latestCheckpoint())?.heads ?? null)).count > 0;
+          i < 200 && (await store.unsealedEvents(await store.latestCheckpoint())).count > 0;
           i++
         ) {
           await new Promise((r) => setTimeout(r, 50));

@@ -3,12 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { chainOf } from '../../../src/store/audit-chain.js';
-import { checkWitnessed, verifySealedLog } from '../../../src/store/audit-log-verify.js';
+import { verifySealedLog } from '../../../src/store/audit-log-verify.js';
 import { archiveAndPrune } from '../../../src/store/audit-retention.js';
 import { AuditSealer } from '../../../src/store/audit-sealer.js';
 import { checkpointOrigin, readCheckpointNote } from '../../../src/store/checkpoint-note.js';
 import { CHECKSUM_SETTING } from '../../../src/store/functions/index.js';
 import { generateNoteKey, parseSignerKey, parseVerifierKey } from '../../../src/store/signed-note.js';
+import { checkWitnessed } from '../../../src/store/witness-check.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { writeHistory } from './audit-history.js';
 import { newKey, newRun, outcome, reserve, sleep } from './inputs.js';
@@ -52,9 +53,9 @@ for (const target of storeTargets()) {
       expect(before.unsealed.count).toBe(await events(store));
       expect(before.unsealed.oldestAt).not.toBeNull();
 
-      const sealer = new AuditSealer({ store, signer, maxPerChain: 1 });
-      // One event per chain per checkpoint at most: the history takes several, after the size-0
-      // one, and their sizes pass from two digits to three (checkpoints are ordered as numbers).
+      const sealer = new AuditSealer({ store, signer, maxEvents: 8 });
+      // Eight events per checkpoint at most: the history takes several, after the size-0 one, and
+      // their sizes pass from two digits to three (checkpoints are ordered as numbers).
       expect(await sealer.seal()).toBeGreaterThan(2);
       const sizes = (await store.readCheckpoints(null, 1000)).map((c) => c.size);
       expect(sizes).toEqual([...sizes].sort((a, b) => a - b));
@@ -97,8 +98,8 @@ for (const target of storeTargets()) {
       try {
         for (let i = 0; i < 6; i++) await store.decide(reserve(newRun(), newKey()));
         const results = await Promise.all([
-          new AuditSealer({ store, signer, maxPerChain: 1 }).seal(),
-          new AuditSealer({ store: sibling, signer, maxPerChain: 1 }).seal(),
+          new AuditSealer({ store, signer, maxEvents: 8 }).seal(),
+          new AuditSealer({ store: sibling, signer, maxEvents: 8 }).seal(),
         ]);
         expect(results.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
         expect(await verifySealedLog(store, verifier)).toMatchObject({ ok: true, unsealed: { count: 0 } });
