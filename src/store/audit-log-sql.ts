@@ -172,7 +172,8 @@ export async function unsealedEvents(
 ): Promise<UnsealedEvents> {
   const b = latest?.batch ?? null;
   // By snapshot, as the sealer reads: the events the batch's snapshots do not cover. The first
-  // batch (`after` null) goes by chain: its heads are where it started.
+  // batch (`after` null) goes by chain: no snapshot says what came before it, and its heads say
+  // where it ended on every chain.
   const { rows } =
     b === null || b.after === null ? await unsealedByChain(db, latest) : await unsealedBySnapshot(db, b);
   const row = rows[0]!;

@@ -1,10 +1,10 @@
 import { eventHashInput } from './audit-chain.js';
 import { type CheckpointNote, checkpointOrigin, readCheckpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import { type BatchStart, nextBatch } from './next-batch.js';
 import type { NoteVerifier } from './signed-note.js';
 import type {
   AuditStore,
-  BatchRead,
   ChainHead,
   CheckpointBatch,
   CheckpointRecord,
@@ -268,17 +268,12 @@ async function readLeaves(
   return leaves;
 }
 
-/** Where a checkpoint's batch starts, given the previous checkpoint's; a reason when it cannot. */
-function batchAfter(
-  prev: CheckpointBatch | null,
-  b: CheckpointBatch,
-): Pick<BatchRead, 'after' | 'target' | 'from'> | string {
-  if (prev !== null && prev.through !== null) {
-    if (b.after !== prev.after || b.target !== prev.target)
-      return "is not the previous one's, which it left unfinished";
-    if (b.through !== null && b.through <= prev.through) return 'goes back';
-    return { after: b.after, target: b.target, from: prev.through };
-  }
-  if (b.after !== (prev?.target ?? null)) return 'does not start where the previous one ended';
-  return { after: b.after, target: b.target, from: 0 };
+/** Where a checkpoint's batch starts: where the previous one left off (nextBatch); a reason if not. */
+function batchAfter(prev: CheckpointBatch | null, b: CheckpointBatch): BatchStart | string {
+  const start = nextBatch(prev);
+  if (b.after !== start.after) return 'does not start where the previous one ended';
+  if (start.target === null) return { ...start, target: b.target };
+  if (b.target !== start.target) return "is not the previous one's, which it left unfinished";
+  if (b.through !== null && b.through <= start.from) return 'goes back';
+  return start;
 }

@@ -2,11 +2,11 @@ import { eventHashInput } from './audit-chain.js';
 import { type ChainPlan, checkChainLinks, readWithLink } from './chain-links.js';
 import { checkpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import { nextBatch } from './next-batch.js';
 import { PeriodicRounds } from './periodic-rounds.js';
 import type { NoteSigner } from './signed-note.js';
 import type {
   AuditStore,
-  BatchRead,
   ChainHead,
   CheckpointBatch,
   CheckpointRecord,
@@ -181,13 +181,7 @@ export class AuditSealer {
    * next one (after its target, up to the store's current snapshot), at most maxEvents of it.
    */
   async #sealBatch(latest: CheckpointRecord, heads: readonly ChainHead[]): Promise<SealStep> {
-    const b = latest.batch;
-    const read: Omit<BatchRead, 'limit' | 'sealed'> =
-      b === null
-        ? { after: null, target: null, from: 0 }
-        : b.through !== null
-          ? { after: b.after, target: b.target, from: b.through }
-          : { after: b.target, target: null, from: 0 };
+    const read = nextBatch(latest.batch);
     const max = this.#o.maxEvents;
     // One more than it takes: a checkpoint that ends a batch early always leaves some of it.
     const got = await this.#o.store.readBatch({ ...read, limit: max + 1, sealed: latest.heads });
