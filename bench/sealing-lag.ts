@@ -23,7 +23,7 @@ import {
 } from '../src/store/index.js';
 import { percentileOf } from './load.js';
 import { confirmInput, reserveInput } from './store-calls.js';
-import { createBenchDatabase } from './stores.js';
+import { benchStoreUrl } from './stores.js';
 
 const target = process.argv[2] ?? 'postgres://postgres@127.0.0.1:5432/test';
 const seconds = Number(process.argv[3] ?? 10);
@@ -60,14 +60,7 @@ async function timedSeal(
 }
 
 async function main(): Promise<void> {
-  let url = 'pglite:memory';
-  let drop: (() => Promise<void>) | null = null;
-  if (target !== 'pglite') {
-    const made = await createBenchDatabase(target);
-    if (made.db === null) throw new Error(`bench: ${made.skipped}`);
-    url = made.db.url;
-    drop = () => made.db.drop();
-  }
+  const { url, drop } = await benchStoreUrl(target);
   const store = await openStore({ url });
   // PGlite is one connection in one process: the sealer shares it, as a gate on it does.
   const sealerStore = url === 'pglite:memory' ? store : await openStore({ url, migrate: false });
@@ -131,7 +124,7 @@ async function main(): Promise<void> {
   } finally {
     if (sealerStore !== store) await sealerStore.close();
     await store.close();
-    await drop?.();
+    await drop();
   }
 }
 

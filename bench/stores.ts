@@ -75,6 +75,19 @@ export async function createBenchDatabase(
 }
 
 /** p50/p99 of `select 1` over one pg connection, sequential, after a short warm-up. */
+/**
+ * The store a bench runs on: `pglite` is the embedded store in memory, anything else a PostgreSQL
+ * admin URL on loopback, on which a fresh database is made (dropped by `drop`).
+ */
+export async function benchStoreUrl(
+  target: string,
+): Promise<{ readonly url: string; drop(): Promise<void> }> {
+  if (target === 'pglite') return { url: 'pglite:memory', drop: async () => {} };
+  const made = await createBenchDatabase(target);
+  if (made.db === null) throw new Error(`bench: ${made.skipped}`);
+  return { url: made.db.url, drop: () => made.db.drop() };
+}
+
 export async function measurePostgresRoundTrip(url: string, samples = 2_000): Promise<RoundTrip> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();

@@ -5,24 +5,35 @@ import {
   AuditExportError,
   type AuditReport,
   archiveAndPrune,
+  type ExportSealReport,
+  type NoteVerifier,
   openInspectionStore,
+  readVerifierKey,
   resolveStoreUrl,
+  type SealReport,
   type Store,
   verifyAuditExportFile,
   verifyStoreChain,
   writeAuditExport,
 } from '../store/index.js';
-import { checkSeal, printCheckpoint, printSeal, sealVerifier } from './audit-seal-command.js';
+import {
+  checkSeal,
+  printCheckpoint,
+  printSeal,
+  readWitnesses,
+  sealVerifier,
+  type WitnessResult,
+} from './audit-seal-command.js';
 import { printable } from './cli-text.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate audit verify [--store URL] [--audit-key-file FILE] [--witness FILE]… [--json]
-       effectgate audit verify --file FILE [--json]
+       effectgate audit verify --file FILE [--audit-key-file FILE] [--witness FILE]… [--json]
        effectgate audit checkpoint [--store URL]
        effectgate audit export [--store URL] [--out FILE [--force]]
        effectgate audit prune --before TIME --archive FILE [--store URL] [--json]
 defaults: --store DATABASE_URL else pglite:./.effectgate; audit export writes to stdout without --out;
-  --audit-key-file: the key beside an embedded store, else none (signatures unchecked)`;
+  --audit-key-file: the key beside an embedded store (not for --file), else none (signatures unchecked)`;
 
 export const AUDIT_OPTIONS = {
   store: { type: 'string' },
@@ -42,16 +53,17 @@ export const AUDIT_OPTIONS = {
  * every kept checkpoint held by the store), 1 naming the first bad event of each broken chain and
  * each bad checkpoint; the events not sealed yet are reported either way.
  * `effectgate audit checkpoint [--store URL]`: the latest checkpoint's signed note, for a witness.
- * `effectgate audit verify --file FILE [--json]`: the same over an export, offline (no store); a
- * line that is not an export line is exit 1 as `FILE:LINE: message`.
+ * `effectgate audit verify --file FILE [--audit-key-file FILE] [--witness FILE]… [--json]`: the
+ * same over an export, offline (no store): its chains, and its checkpoints' roots, signatures and
+ * witnesses; a line that is not an export line is exit 1 as `FILE:LINE: message`.
  * `effectgate audit export [--store URL] [--out FILE [--force]]`: the event log as JSON Lines
  * (see store/audit-export.ts) on stdout, or in FILE (mode 0600, never overwriting one unless
  * `--force`).
  * `effectgate audit prune --before TIME --archive FILE [--store URL] [--json]`: retention (see
- * store/audit-retention.ts): the events recorded before TIME (ISO 8601) go to FILE (a new file,
- * mode 0600, fsynced and verified back first) and are removed from the store; every chain then
- * verifies from its recorded base. Exit 0, or 1 with nothing removed when the archive cannot be
- * written or does not verify.
+ * store/audit-retention.ts): the events sealed by the last checkpoint sealed before TIME (ISO
+ * 8601) go to FILE (a new file, mode 0600, fsynced and verified back first) and are removed from
+ * the store, which verifies on from that checkpoint. Exit 0, or 1 with nothing removed when the
+ * archive cannot be written or does not verify.
  */
 export async function runAudit(argv: readonly string[]): Promise<number> {
   const { positionals, values } = parseFlags(
@@ -74,11 +86,8 @@ export async function runAudit(argv: readonly string[]): Promise<number> {
       return usage('--audit-key-file and --witness need a file');
     if (values.file === undefined) return verifyStore(values.store, values.json, { auditKeyFile, witnesses });
     if (values.store !== undefined) return usage('--file and --store are exclusive');
-    // An export holds events, not checkpoints: the seal is verified against a store.
-    if (auditKeyFile !== undefined || witnesses.length > 0)
-      return usage('--audit-key-file and --witness verify a store, not an export (--file)');
     if (values.file === '') return usage('--file needs a file name');
-    return verifyFile(values.file, values.json);
+    return verifyFile(values.file, values.json, { auditKeyFile, witnesses });
   }
   if (sub !== 'prune' && (values.before !== undefined || values.archive !== undefined))
     return usage('--before and --archive are for audit prune');
@@ -137,12 +146,27 @@ async function verifyStore(
   }
 }
 
-async function verifyFile(file: string, json: boolean): Promise<number> {
+async function verifyFile(
+  file: string,
+  json: boolean,
+  seal: { readonly auditKeyFile: string | undefined; readonly witnesses: readonly string[] },
+): Promise<number> {
+  // Before the file is read: a bad key file is refused at once.
+  const verifier = seal.auditKeyFile === undefined ? null : await readVerifierKey(seal.auditKeyFile);
+  const notes = await readWitnesses(seal.witnesses);
   try {
-    const report = await verifyAuditExportFile(file);
-    if (json) process.stdout.write(`${JSON.stringify({ file, ...report })}\n`);
-    else printReport(report, ` in ${printable(file)} (exported at ${printable(report.exportedAt)})`);
-    return report.ok ? 0 : 1;
+    const kept = notes.flatMap((n) => ('note' in n ? [n.note] : []));
+    const report = await verifyAuditExportFile(file, { verifier, witnesses: kept });
+    // The witnesses in the order given: the unreadable ones where they were.
+    const checked = [...(report.seal?.witnessed ?? [])];
+    const witnessed = notes.map((n) => ('note' in n ? { file: n.file, ...checked.shift()! } : n));
+    const ok = report.ok && witnessed.every((w) => w.ok);
+    if (json) process.stdout.write(`${JSON.stringify({ file, ...report, ok, witnessed })}\n`);
+    else {
+      printReport(report, ` in ${printable(file)} (exported at ${printable(report.exportedAt)})`);
+      if (report.seal !== null) printExportSeal(report.seal, witnessed, verifier);
+    }
+    return ok ? 0 : 1;
   } catch (err) {
     if (err instanceof AuditExportError) {
       if (json) {
@@ -158,6 +182,31 @@ async function verifyFile(file: string, json: boolean): Promise<number> {
     }
     throw err;
   }
+}
+
+/** An export's seal, printed as a store's is, with the events its checkpoints do not cover. */
+function printExportSeal(
+  seal: ExportSealReport,
+  witnessed: readonly WitnessResult[],
+  verifier: NoteVerifier | null,
+): void {
+  const sealed: SealReport = {
+    ok: seal.problems.length === 0,
+    checkpoints: seal.checkpoints,
+    rehashed: seal.sealed,
+    latest: seal.latest === null ? null : { ...seal.latest, sealedAt: seal.latest.sealedAt ?? 'unknown' },
+    signatures: seal.signatures,
+    problems: seal.problems,
+    unsealed: { count: seal.unsealed, oldestAt: null },
+  };
+  printSeal({ ok: sealed.ok && witnessed.every((w) => w.ok), sealed, witnessed }, verifier);
+  // Where the file starts: size 0 is the whole history, a later one where the last prune cut it.
+  if (seal.first !== null)
+    process.stdout.write(`the file starts at checkpoint ${seal.first.size} (root ${seal.first.root})\n`);
+  if (seal.before > 0)
+    process.stdout.write(
+      `${seal.before} events sealed before the file's first checkpoint: checked by their chains only\n`,
+    );
 }
 
 function printReport(report: AuditReport, where: string): void {
@@ -223,13 +272,15 @@ async function exportToFile(storeFlag: string | undefined, out: string, force: b
   try {
     store = await openInspectionStore(resolveStoreUrl(storeFlag));
     const stream = handle.createWriteStream();
-    const { events } = await writeAuditExport(store, stream);
+    const { events, checkpoints } = await writeAuditExport(store, stream);
     stream.end();
     // Written, flushed and the file closed (the stream owns the handle).
     await finished(stream);
     if (force) await rename(path, out);
     done = true;
-    process.stdout.write(`audit log exported: ${events} event(s) to ${printable(out)}\n`);
+    process.stdout.write(
+      `audit log exported: ${events} event(s) and ${checkpoints} checkpoint(s) to ${printable(out)}\n`,
+    );
     return 0;
   } finally {
     if (!done) {
@@ -248,11 +299,23 @@ async function prune(
 ): Promise<number> {
   const store = await openInspectionStore(resolveStoreUrl(storeFlag));
   try {
+    // A running gate's store socket serves reads, never a removal.
+    if (typeof store.pruneChain !== 'function') {
+      process.stderr.write(
+        'effectgate: audit prune cannot run while a gate holds this embedded store (its store socket serves no removal): stop the gate, then prune\n',
+      );
+      return 1;
+    }
     const result = await archiveAndPrune(store, before, archive);
-    if (json) process.stdout.write(`${JSON.stringify({ archive, ...result })}\n`);
+    const written = result.cuts.length > 0;
+    if (json) process.stdout.write(`${JSON.stringify({ archive: written ? archive : null, ...result })}\n`);
+    else if (!written)
+      process.stdout.write(
+        `audit log not pruned: no checkpoint sealed before ${before.toISOString()} is past the last prune; no archive written\n`,
+      );
     else
       process.stdout.write(
-        `audit log pruned: ${result.archived} event(s) recorded before ${before.toISOString()} archived to ${printable(archive)} (verified) and ${result.removed} removed, over ${result.chains} chain(s)\n`,
+        `audit log pruned: ${result.archived} event(s) ${result.checkpoint === null ? 'recorded' : `sealed (up to checkpoint ${result.checkpoint})`} before ${before.toISOString()} archived to ${printable(archive)} (verified) and ${result.removed} removed, over ${result.chains} chain(s)\n`,
       );
     return result.removed === result.archived ? 0 : 1;
   } catch (err) {

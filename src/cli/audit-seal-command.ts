@@ -51,17 +51,25 @@ export async function checkSeal(
 ): Promise<SealCheck> {
   const sealed = await verifySealedLog(store, verifier);
   const witnessed: WitnessResult[] = [];
-  for (const file of witnesses) {
-    let note: string;
-    try {
-      note = await readFile(file, 'utf8');
-    } catch (err) {
-      witnessed.push({ file, ok: false, size: null, reason: `cannot read it: ${(err as Error).message}` });
-      continue;
-    }
-    witnessed.push({ file, ...(await checkWitnessed(store, note, verifier)) });
+  for (const w of await readWitnesses(witnesses)) {
+    witnessed.push('note' in w ? { file: w.file, ...(await checkWitnessed(store, w.note, verifier)) } : w);
   }
   return { ok: sealed.ok && witnessed.every((w) => w.ok), sealed, witnessed };
+}
+
+/** The notes of `--witness` files; one that cannot be read is a failed witness, saying why. */
+export async function readWitnesses(
+  files: readonly string[],
+): Promise<({ readonly file: string; readonly note: string } | WitnessResult)[]> {
+  return Promise.all(
+    files.map(async (file) => {
+      try {
+        return { file, note: await readFile(file, 'utf8') };
+      } catch (err) {
+        return { file, ok: false, size: null, reason: `cannot read it: ${(err as Error).message}` };
+      }
+    }),
+  );
 }
 
 /** The seal part of `audit verify`'s text, after the chains' line. */

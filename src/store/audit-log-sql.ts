@@ -65,7 +65,7 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
     read.target ?? (await sql<{ s: string }>`select pg_current_snapshot()::text as s`.execute(db)).rows[0]!.s;
   // A later statement sees every transaction `target` sees (they committed before it was taken),
   // so the two statements read what one would. The batch after a snapshot is found by
-  // transaction id (eg_unseen_events, events_tx_idx); the first one, past the heads the old form
+  // transaction id (eg_batch_events, events_tx_idx); the first one, past the heads the old form
   // sealed, by each chain's unsealed tail (primary key), never by scanning the log.
   const { rows } =
     read.after === null
@@ -75,8 +75,8 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
           where e.tx is not null and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot) and e.pos > ${read.from}
           order by e.pos limit ${read.limit}`.execute(db)
       : await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
-          from eg_unseen_events(${read.after}::pg_snapshot) e
-          where pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot) and e.pos > ${read.from}
+          from eg_batch_events(${read.after}::pg_snapshot, ${target}::pg_snapshot) e
+          where e.pos > ${read.from}
           order by e.pos limit ${read.limit}`.execute(db);
   return Object.freeze({
     target,
@@ -143,6 +143,26 @@ export async function latestCheckpoint(db: Kysely<Database>): Promise<Checkpoint
 export async function getCheckpoint(db: Kysely<Database>, size: number): Promise<CheckpointRecord | null> {
   const { rows } = await sql<CheckpointRow>`select ${CHECKPOINT_COLUMNS} from audit_checkpoints
     where size = ${size}`.execute(db);
+  return rows[0] === undefined ? null : toCheckpoint(rows[0]);
+}
+
+/**
+ * Where retention may cut the log: the latest checkpoint sealed before `before` that covers every
+ * chain's base (the log is cut there already, or further on) and that the projection has passed on
+ * every chain (eg_projected_seq.sql: a decision or row not projected yet would be lost with its
+ * event). Null when none is.
+ */
+export async function retentionCheckpoint(
+  db: Kysely<Database>,
+  before: string,
+): Promise<CheckpointRecord | null> {
+  // Each chain's projected seq once (materialized), not once per checkpoint row looked at.
+  const { rows } = await sql<CheckpointRow>`with p as materialized (
+      select h.id, h.base_seq, greatest(h.base_seq, eg_projected_seq(h.id)) as projected from chain_head h)
+    select ${CHECKPOINT_COLUMNS} from audit_checkpoints c
+    where c.sealed_at < ${before}::timestamptz and not exists (select 1 from p
+      where coalesce((c.heads ->> p.id::text)::bigint, 0) not between p.base_seq and p.projected)
+    order by c.size desc limit 1`.execute(db);
   return rows[0] === undefined ? null : toCheckpoint(rows[0]);
 }
 

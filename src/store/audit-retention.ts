@@ -1,48 +1,60 @@
 import { open, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { EffectgateError } from '../errors.js';
-import { auditExportLines, verifyAuditExportFile } from './audit-export.js';
-import type { AuditStore, ChainCut } from './types.js';
+import { GENESIS_HASH } from './audit-chain.js';
+import { type AuditExportStore, auditExportLines } from './audit-export.js';
+import { verifyAuditExportFile } from './audit-export-verify.js';
+import type { AuditStore, ChainCut, CheckpointRecord } from './types.js';
 
 /**
- * Retention of the event log (`effectgate audit prune`): the events recorded before a cut-off are archived
- * as a verified segment and removed from the store, and every chain goes on verifying from its
- * recorded base.
+ * Retention of the event log (`effectgate audit prune`): the events sealed before a cut-off are
+ * archived as a verified segment of the sealed log and removed from the store, which goes on
+ * verifying from where they end.
  *
- * 1. `retentionCuts(before)`: per chain, its base (the last event removed so far) and its cut (the
- *    last event recorded before the cut-off). Events are in time order along a chain, so these
- *    are a prefix of it.
- * 2. The segment (base, cut] of every chain is written to `archive` as an `audit export` (version 2:
- *    each head says where its chain's segment starts and ends), fsynced, and verified back from
- *    the file: the archive must be whole before anything is removed.
- * 3. Chain by chain, one transaction each, `pruneChain` removes those events and makes the cut the
- *    chain's base (head row). A chain another prune moved meanwhile, or whose cut event is not the
- *    archived one, is refused and keeps its events.
+ * 1. The cut: the latest checkpoint sealed before the cut-off (`retentionCheckpoint`). Every
+ *    chain is cut at its seq in that checkpoint: exactly the events it and the checkpoints before
+ *    it sealed, a prefix of every chain. A log no gate ever sealed (no audit key) is cut by time
+ *    instead, chain by chain (`retentionCuts`), and its archive holds chains only.
+ * 2. The segment is written to `archive` as an `audit export` (audit-export.ts: from the first
+ *    checkpoint the store still holds every event after, to the cut's checkpoint, each
+ *    checkpoint's events before its line), fsynced, and verified back from the file: the archive
+ *    must be whole, and end at the cut's checkpoint, before anything is removed.
+ * 3. Chain by chain, in steps of PRUNE_STEP events, each its own transaction, `pruneChain` removes
+ *    those events and makes the cut the chain's base (head row). A chain another prune moved
+ *    meanwhile, or whose cut event is not the archived one, is refused and keeps its events.
  *
- * The archives of successive prunes chain up: each one's heads start at the previous one's ends
- * (`baseHash` = the last hash before), and the store's bases are the last one's ends, so the
- * whole history verifies from the first archive to the live log. What the store alone cannot
- * show is a base moved by hand (a superuser can delete events and move the base consistently):
- * keep the archives, or their heads, somewhere else and compare.
+ * The archives of successive prunes join up: each one starts at the checkpoint the one before
+ * ended at (its line, and the header's tree, its frontier), so the whole history verifies from the
+ * first archive to the live log's export, root by root and signature by signature; and `audit
+ * verify` goes on from that checkpoint's stored frontier.
  *
  * @example
  *   const result = await archiveAndPrune(store, new Date('2026-11-01T00:00:00Z'), 'events-2026-10.jsonl');
- *   // { archived: 120000, removed: 120000, chains: 64, cuts: [...] }
+ *   // { archived: 120000, removed: 120000, chains: 64, checkpoint: 119872, cuts: [...] }
  */
 export async function archiveAndPrune(
-  store: Pick<AuditStore, 'retentionCuts' | 'pruneChain' | 'readEvents' | 'chainHeads'>,
+  store: RetentionStore,
   before: Date,
   archive: string,
 ): Promise<RetentionResult> {
   if (Number.isNaN(before.getTime())) throw new EffectgateError('EG_ERR_CONFIG_INVALID', 'not a time');
-  const cuts = await store.retentionCuts(before.toISOString());
+  let until: CheckpointRecord | null = null;
+  let cuts: readonly ChainCut[];
+  if ((await store.latestCheckpoint()) === null) cuts = await store.retentionCuts(before.toISOString());
+  else {
+    until = await store.retentionCheckpoint(before.toISOString());
+    if (until === null) return { archived: 0, removed: 0, chains: 0, checkpoint: null, cuts: [] };
+    cuts = await cutsAt(store, until);
+  }
   const archived = cuts.reduce((n, c) => n + (c.cutSeq - c.baseSeq), 0);
-  await writeArchive(store, cuts, archive);
+  await writeArchive(store, { until, cuts }, archive);
   const report = await verifyAuditExportFile(archive);
-  if (!report.ok || report.checked !== archived) {
+  const ends = until === null || report.seal?.latest?.size === until.size;
+  if (!report.ok || report.checked !== archived || !ends) {
+    const why = report.firstBad?.reason ?? report.seal?.problems[0]?.reason;
     throw new EffectgateError(
       'EG_ERR_AUDIT_CHAIN_BROKEN',
-      `the archive ${archive} does not verify (${report.firstBad?.reason ?? `${report.checked} of ${archived} events`}): nothing was removed`,
+      `the archive ${archive} does not verify (${why ?? `${report.checked} of ${archived} events`}): nothing was removed`,
     );
   }
   let removed = 0;
@@ -62,7 +74,30 @@ export async function archiveAndPrune(
     }
     pruned.push(cut.chain);
   }
-  return { archived, removed, chains: pruned.length, cuts };
+  return { archived, removed, chains: pruned.length, checkpoint: until?.size ?? null, cuts };
+}
+
+export type RetentionStore = AuditExportStore &
+  Pick<AuditStore, 'retentionCheckpoint' | 'retentionCuts' | 'pruneChain'>;
+
+/** Every chain cut at its seq in `until`: from its base, with the hash of its cut event. */
+async function cutsAt(store: RetentionStore, until: CheckpointRecord): Promise<ChainCut[]> {
+  const heads = await store.chainHeads();
+  const seqOf = (chain: number): number => until.heads[String(chain)] ?? 0;
+  const moved = heads.filter((h) => seqOf(h.chain) > (h.baseSeq ?? 0));
+  const events = await store.readEventRanges(
+    moved.map((h) => ({ chain: h.chain, after: seqOf(h.chain) - 1, upTo: seqOf(h.chain) })),
+  );
+  const hashOf = new Map(events.map((e) => [`${e.chain}:${e.seq}`, e.hash]));
+  return heads.map((h): ChainCut => {
+    const base = { seq: h.baseSeq ?? 0, hash: h.baseHash ?? GENESIS_HASH };
+    const cutSeq = Math.max(base.seq, seqOf(h.chain));
+    const cutHash = cutSeq === base.seq ? base.hash : hashOf.get(`${h.chain}:${cutSeq}`);
+    if (cutHash === undefined) {
+      throw new EffectgateError('EG_ERR_AUDIT_CHAIN_BROKEN', `chain ${h.chain} has no event ${cutSeq}`);
+    }
+    return { chain: h.chain, baseSeq: base.seq, baseHash: base.hash, cutSeq, cutHash };
+  });
 }
 
 /** Events removed per transaction: appends to the chain wait for each step only (about 30 ms). */
@@ -73,10 +108,7 @@ export const PRUNE_STEP = 5_000;
  * appending to that chain waits for one step at a time, not for the whole segment. Every step's
  * end is an archived event whose hash is read back from the store and checked by eg_prune.
  */
-async function pruneInSteps(
-  store: Pick<AuditStore, 'pruneChain' | 'readEvents'>,
-  cut: ChainCut,
-): Promise<number> {
+async function pruneInSteps(store: RetentionStore, cut: ChainCut): Promise<number> {
   let base = { seq: cut.baseSeq, hash: cut.baseHash };
   let removed = 0;
   while (base.seq < cut.cutSeq) {
@@ -106,8 +138,13 @@ export interface RetentionResult {
   readonly archived: number;
   /** Events removed from the store (equal to `archived` unless a chain was refused). */
   readonly removed: number;
-  /** Chains that had events before the cut-off. */
+  /** Chains that had events to remove. */
   readonly chains: number;
+  /**
+   * The size of the checkpoint the log was cut at (the archive's last); null when nothing was
+   * sealed before the cut-off (nothing removed, no archive written) or the log was never sealed.
+   */
+  readonly checkpoint: number | null;
   readonly cuts: readonly ChainCut[];
 }
 
@@ -116,8 +153,8 @@ export interface RetentionResult {
  * fsynced with its directory, closed; removed if it could not be written whole.
  */
 async function writeArchive(
-  store: Pick<AuditStore, 'readEvents' | 'chainHeads'>,
-  cuts: readonly ChainCut[],
+  store: AuditExportStore,
+  segment: { readonly until: CheckpointRecord | null; readonly cuts: readonly ChainCut[] },
   path: string,
 ): Promise<void> {
   const handle = await open(path, 'wx', 0o600);
@@ -126,7 +163,7 @@ async function writeArchive(
     // auditExportLines, written in chunks of 64 KiB straight to the handle, which stays open for
     // the fsync.
     let chunk = '';
-    for await (const line of auditExportLines(store, { segment: cuts })) {
+    for await (const line of auditExportLines(store, { segment })) {
       chunk += line;
       if (chunk.length >= 1 << 16) {
         await handle.write(chunk);

@@ -14,6 +14,7 @@ export {
   verifyChain,
 } from './audit-chain.js';
 export * from './audit-export.js';
+export * from './audit-export-verify.js';
 export {
   AUDIT_KEY_FILE,
   type AuditKey,
@@ -27,7 +28,7 @@ export {
   type SealReport,
   verifySealedLog,
 } from './audit-log-verify.js';
-export { archiveAndPrune, type RetentionResult } from './audit-retention.js';
+export { archiveAndPrune, type RetentionResult, type RetentionStore } from './audit-retention.js';
 export {
   AuditSealer,
   type AuditSealerOptions,

@@ -643,6 +643,14 @@ export class KyselyStore implements Store {
     });
   }
 
+  retentionCheckpoint(before: string): Promise<CheckpointRecord | null> {
+    return this.#guard('retentionCheckpoint', async () => {
+      // As retentionCuts: catch the projection up so it can cut where the sealer has.
+      await projection.catchUp(this.#db);
+      return auditLog.retentionCheckpoint(this.#db, sinceDate(before).toISOString());
+    });
+  }
+
   pruneChain(cut: ChainCut): Promise<number> {
     return this.#guard('pruneChain', async () => {
       const { rows } = await chainChecked(

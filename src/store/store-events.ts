@@ -3,22 +3,32 @@ import type { AuditStore, ChainHead, EventPosition, EventRecord } from './types.
 
 /**
  * The events of a store in (chain, seq) order, read page by page (keyset) so a long log is walked
- * in constant memory. With `chain`, only that chain's events.
+ * in constant memory. With `chain`, only that chain's events, those after seq `after` (default 0)
+ * up to seq `upTo` (default: its last).
  */
 export async function* storeEvents(
   store: Pick<AuditStore, 'readEvents'>,
-  options: { readonly chain?: number; readonly pageSize?: number } = {},
+  options: {
+    readonly chain?: number;
+    readonly after?: number;
+    readonly upTo?: number;
+    readonly pageSize?: number;
+  } = {},
 ): AsyncGenerator<EventRecord, void, undefined> {
   const pageSize = options.pageSize ?? 1000;
   const only = options.chain;
-  let after: EventPosition | 0 = only === undefined ? 0 : { chain: only, seq: 0 };
+  const upTo = options.upTo ?? Number.POSITIVE_INFINITY;
+  let after: EventPosition | 0 = only === undefined ? 0 : { chain: only, seq: options.after ?? 0 };
   for (;;) {
-    const page = await store.readEvents(after, pageSize);
+    // A chain's seqs have no gap: up to `upTo` is that many events, so no page reads past them.
+    const want = after === 0 ? pageSize : Math.min(pageSize, upTo - after.seq);
+    if (want <= 0) return;
+    const page = await store.readEvents(after, want);
     for (const event of page) {
-      if (only !== undefined && event.chain !== only) return;
+      if (only !== undefined && (event.chain !== only || event.seq > upTo)) return;
       yield event;
     }
-    if (page.length < pageSize) return;
+    if (page.length < want) return;
     const last = page[page.length - 1]!;
     after = { chain: last.chain, seq: last.seq };
   }

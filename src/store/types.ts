@@ -769,8 +769,9 @@ export interface ChainHead {
 }
 
 /**
- * Where retention cuts one chain (`retentionCuts`): after its base, up to and including `cutSeq`
- * (the last event recorded before the cut-off; `cutSeq = baseSeq` when none is).
+ * Where retention cuts one chain: after its base, up to and including `cutSeq` (its seq in the
+ * checkpoint retention cuts at; in a log never sealed, `retentionCuts`, the last event recorded
+ * before the cut-off); `cutSeq = baseSeq` when the chain keeps everything.
  */
 export interface ChainCut {
   readonly chain: number;
@@ -1036,6 +1037,11 @@ export interface AuditStore {
   chainHeads(): Promise<ChainHead[]>;
   /** Retention, step 1: where each chain would be cut to remove the events recorded before `before` (ISO time). */
   retentionCuts(before: string): Promise<ChainCut[]>;
+  /**
+   * Retention of a sealed log, step 1: the checkpoint to cut at, the latest sealed before `before`
+   * (ISO time) that covers every chain's base and that the projection has passed; null when none is.
+   */
+  retentionCheckpoint(before: string): Promise<CheckpointRecord | null>;
   /**
    * Retention, last step: removes one chain's events after its base up to its cut (archived
    * first: audit-retention.ts) and makes the cut its base, in one transaction. Returns how many it

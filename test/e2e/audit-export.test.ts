@@ -53,7 +53,13 @@ describe('effectgate audit export / audit verify --file', () => {
     const r = await runCli(['audit', 'export', '--store', store]);
     expect(r.code, r.stderr).toBe(0);
     const [header, ...events] = r.stdout.trimEnd().split('\n');
-    expect(JSON.parse(header!)).toMatchObject({ format: 'effectgate-audit', version: 2, chains: 64 });
+    // No gate has sealed this store yet: no tree, every event after the header, by chain.
+    expect(JSON.parse(header!)).toMatchObject({
+      format: 'effectgate-audit',
+      version: 3,
+      chains: 64,
+      tree: null,
+    });
     expect(events.length).toBeGreaterThanOrEqual(8);
     for (const line of events) expect(JSON.parse(line)).toHaveProperty('hash');
   });
@@ -61,7 +67,7 @@ describe('effectgate audit export / audit verify --file', () => {
   it('exports to --out FILE, mode 0600, the same content as on stdout', async () => {
     const r = await runCli(['audit', 'export', '--store', store, '--out', file]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/audit log exported: \d+ event\(s\)/);
+    expect(r.stdout).toMatch(/audit log exported: \d+ event\(s\) and 0 checkpoint\(s\)/);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const stdout = await runCli(['audit', 'export', '--store', store]);
     expect(comparable(readFileSync(file, 'utf8'))).toEqual(comparable(stdout.stdout));
@@ -106,9 +112,11 @@ describe('effectgate audit export / audit verify --file', () => {
 
     const bad = await runCli(['audit', 'verify', '--file', edited]);
     expect(bad.code).toBe(1);
-    expect(bad.stdout).toBe(
-      `audit chain BROKEN at chain ${chain} event seq ${seq}: hash does not match the event content (event edited)\n`,
+    expect(bad.stdout.split('\n')[0]).toBe(
+      `audit chain BROKEN at chain ${chain} event seq ${seq}: hash does not match the event content (event edited)`,
     );
+    // No gate had sealed the store when it was exported: the file says so, its events unsealed.
+    expect(bad.stdout).toContain('audit log sealed: no checkpoint yet');
     const json = await runCli(['audit', 'verify', '--file', edited, '--json']);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toMatchObject({ ok: false, firstBad: { chain, seq } });
@@ -152,6 +160,21 @@ describe('effectgate audit export / audit verify --file', () => {
       // Every event exported before, exactly (the gate may have appended more since).
       const before = comparable(readFileSync(file, 'utf8')).slice(1);
       expect(comparable(readFileSync(live, 'utf8')).slice(1)).toEqual(expect.arrayContaining(before));
+      // Pruning needs the store itself: refused, saying why, nothing written.
+      const held = join(exportDir, 'held.jsonl');
+      const prune = await runCli([
+        'audit',
+        'prune',
+        '--store',
+        store,
+        '--before',
+        new Date().toISOString(),
+        '--archive',
+        held,
+      ]);
+      expect(prune.code).toBe(1);
+      expect(prune.stderr).toContain('cannot run while a gate holds this embedded store');
+      expect(existsSync(held)).toBe(false);
     } finally {
       await gate.stop();
     }

@@ -275,6 +275,10 @@ class TestStoreHandle implements TestStore {
     return this.#inner.retentionCuts(before);
   }
 
+  retentionCheckpoint(before: string): Promise<CheckpointRecord | null> {
+    return this.#inner.retentionCheckpoint(before);
+  }
+
   pruneChain(cut: ChainCut): Promise<number> {
     return this.#inner.pruneChain(cut);
   }

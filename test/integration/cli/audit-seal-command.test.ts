@@ -220,6 +220,47 @@ describe.each(storeTargets().map((t) => t.kind))(
       expect(r.stdout).toContain('nothing-here.note: FAILED: cannot read it');
     });
 
+    it('audit export, then audit verify --file: roots, signatures and witnesses checked offline', async () => {
+      const file = join(dir, `${kind}-sealed.jsonl`);
+      const exported = await cli(['audit', 'export', '--store', s.url, '--out', file]);
+      expect(exported.code, exported.stderr).toBe(0);
+      expect(exported.stdout).toMatch(/audit log exported: \d+ event\(s\) and [1-9]\d* checkpoint\(s\)/);
+      const pub = join(dir, `${kind}-export.pub`);
+      writeFileSync(pub, `${s.signer.verifierKey}\n`);
+      const kept = join(dir, `${kind}-kept.note`);
+      const r = await cli(['audit', 'verify', '--file', file, '--audit-key-file', pub, '--witness', kept]);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^audit chain intact: \d+ event\(s\) on 64 chain\(s\) in /);
+      expect(r.stdout).toContain(`latest size ${s.latestSize}, sealed at `);
+      expect(r.stdout).toContain(`signatures checked against ${s.signer.name}`);
+      expect(r.stdout).toMatch(/\n[1-9]\d* events not sealed yet\n/);
+      expect(r.stdout).toContain(`: ok (checkpoint of size ${s.latestSize} held)`);
+      const json = await cli(['audit', 'verify', '--file', file, '--witness', kept, '--json']);
+      expect(json.code, json.stdout + json.stderr).toBe(0);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        ok: true,
+        seal: { signatures: 'unchecked', latest: { size: s.latestSize }, problems: [] },
+        witnessed: [{ file: kept, ok: true, size: s.latestSize }],
+      });
+      // Its last checkpoint line dropped: the file alone still reads as a log, the witness refutes it.
+      const lines = readFileSync(file, 'utf8').split('\n');
+      const last = lines.findLastIndex((l) => l.startsWith('{"checkpoint":'));
+      const cut = join(dir, `${kind}-cut.jsonl`);
+      writeFileSync(cut, lines.filter((_, i) => i !== last).join('\n'));
+      const refuted = await cli([
+        'audit',
+        'verify',
+        '--file',
+        cut,
+        '--audit-key-file',
+        pub,
+        '--witness',
+        kept,
+      ]);
+      expect(refuted.code).toBe(1);
+      expect(refuted.stdout).toContain(`FAILED: the file's log ends before size ${s.latestSize}`);
+    });
+
     it('--audit-key-file with another key reports every checkpoint not signed by it', async () => {
       const file = join(dir, `${kind}-other.key`);
       expect((await cli(['keys', 'audit', '--out', file])).code).toBe(0);
@@ -255,7 +296,7 @@ describe('without a checkpoint', () => {
 
   it('refuses the seal flags elsewhere (exit 2)', async () => {
     expect((await cli(['audit', 'export', '--witness', 'x'])).code).toBe(2);
-    expect((await cli(['audit', 'verify', '--file', 'x', '--audit-key-file', 'k'])).code).toBe(2);
+    expect((await cli(['audit', 'checkpoint', '--witness', 'x'])).code).toBe(2);
     expect((await cli(['audit', 'checkpoint', '--json'])).code).toBe(2);
   });
 });

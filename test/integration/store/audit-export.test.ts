@@ -7,13 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainOf, computeEventHash, EVENT_CHAINS } from '../../../src/store/audit-chain.js';
 import {
   type AuditExportHeader,
+  type AuditExportStore,
   auditExportLines,
-  verifyAuditExport,
-  verifyAuditExportFile,
   writeAuditExport,
 } from '../../../src/store/audit-export.js';
+import { verifyAuditExport, verifyAuditExportFile } from '../../../src/store/audit-export-verify.js';
 import { verifyStoreChain } from '../../../src/store/store-events.js';
-import type { EventRecord, Store } from '../../../src/store/types.js';
+import type { EventRecord } from '../../../src/store/types.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { allEvents, eventCount, writeHistory } from './audit-history.js';
 import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
@@ -25,7 +25,7 @@ const dir = mkdtempSync(join(tmpdir(), 'effectgate-audit-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The export's lines, without their line ends (each must have exactly one, at its end). */
-async function exportLines(store: Pick<Store, 'readEvents' | 'chainHeads'>, pageSize = 7): Promise<string[]> {
+async function exportLines(store: AuditExportStore, pageSize = 7): Promise<string[]> {
   const lines: string[] = [];
   for await (const line of auditExportLines(store, { pageSize, now: NOW })) {
     expect(line.indexOf('\n')).toBe(line.length - 1);
@@ -37,6 +37,11 @@ async function exportLines(store: Pick<Store, 'readEvents' | 'chainHeads'>, page
 const eventOf = (line: string): EventRecord => JSON.parse(line) as EventRecord;
 const lineOf = (e: EventRecord): string => JSON.stringify(e);
 const headerOf = (lines: readonly string[]): AuditExportHeader => JSON.parse(lines[0]!) as AuditExportHeader;
+/** The header as version 2 wrote it: no origin, no tree. */
+const v2HeaderOf = (lines: readonly string[]): Record<string, unknown> => {
+  const { origin: _origin, tree: _tree, ...rest } = headerOf(lines);
+  return { ...rest, version: 2 };
+};
 
 for (const target of storeTargets()) {
   describe(`audit export and offline verification on ${target.name}`, () => {
@@ -70,25 +75,46 @@ for (const target of storeTargets()) {
     it('still verifies a version 1 export (heads without a base: every chain from seq 1)', async () => {
       const header = headerOf(exported);
       const v1 = {
-        ...header,
+        ...v2HeaderOf(exported),
         version: 1,
         heads: header.heads.map((h) => ({ chain: h.chain, lastSeq: h.lastSeq, lastHash: h.lastHash })),
       };
       expect(await verifyAuditExport([JSON.stringify(v1), ...exported.slice(1)])).toMatchObject({
         ok: true,
         broken: [],
+        seal: null,
       });
     });
 
-    it('writes the header (heads taken from the store), then every event exactly as stored in (chain, seq) order', async () => {
+    it('still verifies a version 2 export (chains only), and finds an event edited in it', async () => {
+      const v2 = [JSON.stringify(v2HeaderOf(exported)), ...exported.slice(1)];
+      expect(await verifyAuditExport(v2)).toMatchObject({ ok: true, version: 2, seal: null });
+      const i = at(v2, chain, 3);
+      v2[i] = lineOf({ ...eventOf(v2[i]!), type: 'edited' });
+      expect((await verifyAuditExport(v2)).broken).toEqual([
+        { chain, seq: 3, reason: expect.stringContaining('edited') },
+      ]);
+    });
+
+    it('a log never sealed: the header (heads taken from the store, no tree), then every event exactly as stored in (chain, seq) order', async () => {
       const header = headerOf(exported);
-      expect(Object.keys(header)).toEqual(['format', 'version', 'exported_at', 'chains', 'heads']);
+      expect(Object.keys(header)).toEqual([
+        'format',
+        'version',
+        'exported_at',
+        'chains',
+        'heads',
+        'origin',
+        'tree',
+      ]);
       expect(header).toEqual({
         format: 'effectgate-audit',
-        version: 2,
+        version: 3,
         exported_at: NOW.toISOString(),
         chains: EVENT_CHAINS,
         heads: await store.chainHeads(),
+        origin: `effectgate/audit/${await store.auditLogId()}`,
+        tree: null,
       });
       const events = exported.slice(1).map(eventOf);
       for (const line of exported.slice(1)) expect(Object.keys(JSON.parse(line))).toEqual(EVENT_FIELDS);
@@ -106,7 +132,22 @@ for (const target of storeTargets()) {
     it('verifies an intact export offline as the store verifier does', async () => {
       const fromStore = await verifyStoreChain(store);
       const report = await verifyAuditExport(exported);
-      expect(report).toEqual({ ...fromStore, exportedAt: NOW.toISOString() });
+      expect(report).toEqual({
+        ...fromStore,
+        exportedAt: NOW.toISOString(),
+        version: 3,
+        seal: {
+          checkpoints: 0,
+          sealed: 0,
+          before: 0,
+          unsealed: exported.length - 1,
+          first: null,
+          latest: null,
+          signatures: 'unchecked',
+          problems: [],
+          witnessed: [],
+        },
+      });
       expect(report).toMatchObject({ ok: true, checked: exported.length - 1, chains: EVENT_CHAINS });
     });
 
@@ -116,6 +157,7 @@ for (const target of storeTargets()) {
       const stream = handle.createWriteStream();
       expect(await writeAuditExport(store, stream, { pageSize: 5 })).toEqual({
         events: exported.length - 1,
+        checkpoints: 0,
       });
       stream.end();
       await finished(stream);
@@ -312,15 +354,21 @@ for (const target of storeTargets()) {
           [[], /empty file/],
           [['not json', ...exported.slice(1)], /not JSON/],
           [[exported[1]!, ...exported.slice(1)], /not an effectgate audit export/],
-          [[JSON.stringify({ ...header, version: 3 }), ...exported.slice(1)], /unsupported export version 3/],
+          [[JSON.stringify({ ...header, version: 4 }), ...exported.slice(1)], /unsupported export version 4/],
+          [[JSON.stringify({ ...header, tree: { size: 1, hashes: [] } })], /"tree" is not a Merkle frontier/],
+          [[JSON.stringify({ ...header, origin: 7 })], /"origin" must be one line/],
+          [
+            [JSON.stringify(v2HeaderOf(exported)).replace('"heads"', '"tree":null,"heads"')],
+            /unexpected header field "tree"/,
+          ],
           [[JSON.stringify({ ...header, chains: 32 }), ...exported.slice(1)], /32 chains/],
           [[JSON.stringify({ ...header, heads: [{ chain: 0 }] })], /heads\[0\] field "baseSeq" is missing/],
           [
-            [JSON.stringify({ ...header, version: 1, heads: [{ chain: 0, lastSeq: 0 }] })],
+            [JSON.stringify({ ...v2HeaderOf(exported), version: 1, heads: [{ chain: 0, lastSeq: 0 }] })],
             /heads\[0\] field "lastHash" is missing/,
           ],
           [
-            [JSON.stringify({ ...header, version: 1 }), ...exported.slice(1)],
+            [JSON.stringify({ ...v2HeaderOf(exported), version: 1 }), ...exported.slice(1)],
             /unexpected heads\[0\] field "baseSeq"/,
           ],
           [[JSON.stringify({ ...header, extra: 1 })], /unexpected header field "extra"/],
@@ -388,7 +436,12 @@ for (const target of storeTargets()) {
     it('reads one bounded page at a time, lazily, and the export verifies', async () => {
       expect(await eventCount(store)).toBe(EVENTS);
       const limits: number[] = [];
-      const spy: Pick<Store, 'readEvents' | 'chainHeads'> = {
+      const spy: AuditExportStore = {
+        auditLogId: () => store.auditLogId(),
+        latestCheckpoint: () => store.latestCheckpoint(),
+        readCheckpoints: (after, limit) => store.readCheckpoints(after, limit),
+        readEventRanges: (ranges) => store.readEventRanges(ranges),
+        readBatch: (read) => store.readBatch(read),
         chainHeads: () => store.chainHeads(),
         readEvents: (after, limit) => {
           limits.push(limit);
@@ -398,16 +451,22 @@ for (const target of storeTargets()) {
       const lines = auditExportLines(spy, { pageSize: PAGE });
       await lines.next();
       await lines.next();
-      expect(limits).toEqual([PAGE]);
+      expect(limits).toHaveLength(1);
       let count = 0;
       for await (const _ of lines) count += 1;
       expect(count).toBe(EVENTS - 1);
-      expect(limits).toEqual(Array.from({ length: Math.floor(EVENTS / PAGE) + 1 }, () => PAGE));
+      // Chain by chain, no page past a chain's last event: at most one short page per chain.
+      for (const limit of limits) expect(limit).toBeLessThanOrEqual(PAGE);
+      expect(limits.length).toBeLessThanOrEqual(Math.ceil(EVENTS / PAGE) + EVENT_CHAINS);
+      expect(limits.reduce((n, l) => n + l, 0)).toBe(EVENTS);
 
       const file = join(dir, `${target.kind}-long.jsonl`);
       const handle = await open(file, 'wx', 0o600);
       const stream = handle.createWriteStream();
-      expect(await writeAuditExport(store, stream, { pageSize: PAGE })).toEqual({ events: EVENTS });
+      expect(await writeAuditExport(store, stream, { pageSize: PAGE })).toEqual({
+        events: EVENTS,
+        checkpoints: 0,
+      });
       stream.end();
       await finished(stream);
       expect(await verifyAuditExportFile(file)).toMatchObject({

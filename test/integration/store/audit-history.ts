@@ -21,6 +21,15 @@ export async function eventCount(store: Pick<Store, 'chainHeads'>): Promise<numb
   return (await store.chainHeads()).reduce((n, h) => n + h.lastSeq, 0);
 }
 
+/** `n` allows with their outcomes, one after another: two events each. */
+export async function allows(store: Store, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const key = newKey();
+    const d = (await store.decide(reserve(newRun(), key))) as Allow;
+    await store.recordOutcome(outcome(d, key, 'succeeded'));
+  }
+}
+
 export const payloadOf = (e: EventRecord): Record<string, unknown> =>
   JSON.parse(e.payload) as Record<string, unknown>;
 

@@ -8,8 +8,9 @@ import { archiveAndPrune } from '../../../src/store/audit-retention.js';
 import { AuditSealer } from '../../../src/store/audit-sealer.js';
 import { checkpointOrigin, readCheckpointNote } from '../../../src/store/checkpoint-note.js';
 import { CHECKSUM_SETTING } from '../../../src/store/functions/index.js';
-import { generateNoteKey, parseSignerKey, parseVerifierKey } from '../../../src/store/signed-note.js';
+import { generateNoteKey, parseSignerKey } from '../../../src/store/signed-note.js';
 import { checkWitnessed } from '../../../src/store/witness-check.js';
+import { testAuditKey } from '../../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { writeHistory } from './audit-history.js';
 import { newKey, newRun, outcome, reserve, sleep } from './inputs.js';
@@ -19,9 +20,7 @@ import { newKey, newRun, outcome, reserve, sleep } from './inputs.js';
  * with the database's superuser rights edits, deletes, truncates or rewrites behind the gate's
  * back, and what a witness's kept checkpoint still proves.
  */
-const key = generateNoteKey('effectgate-audit-test');
-const signer = parseSignerKey(key.signerKey);
-const verifier = parseVerifierKey(key.verifierKey);
+const { signer, verifier } = testAuditKey('effectgate-audit-test');
 const other = parseSignerKey(generateNoteKey('effectgate-audit-other').signerKey);
 
 async function events(store: TestStore): Promise<number> {

@@ -18,15 +18,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { chainOf } from '../../../src/store/audit-chain.js';
 import { verifySealedLog } from '../../../src/store/audit-log-verify.js';
 import { AuditSealer } from '../../../src/store/audit-sealer.js';
-import { generateNoteKey, parseSignerKey, parseVerifierKey } from '../../../src/store/signed-note.js';
 import type { CheckpointRecord } from '../../../src/store/types.js';
 import { uuidv7 } from '../../../src/store/uuidv7.js';
+import { testAuditKey } from '../../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { newKey, newRun, reserve } from './inputs.js';
 
-const key = generateNoteKey('effectgate-seal-by-snapshot');
-const signer = parseSignerKey(key.signerKey);
-const verifier = parseVerifierKey(key.verifierKey);
+const { signer, verifier } = testAuditKey('effectgate-seal-by-snapshot');
 
 async function eventCount(store: TestStore): Promise<number> {
   const [row] = await store.query<{ n: string }>('select count(*)::text as n from events');

@@ -1,15 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { checkpointNote, checkpointOrigin, readCheckpointNote } from '../../../src/store/checkpoint-note.js';
-import {
-  generateNoteKey,
-  parseSignerKey,
-  parseVerifierKey,
-  SignedNoteError,
-} from '../../../src/store/signed-note.js';
+import { generateNoteKey, parseVerifierKey, SignedNoteError } from '../../../src/store/signed-note.js';
+import { testAuditKey } from '../../helpers/audit-keys.js';
 
-const key = generateNoteKey('effectgate-audit-unit');
-const signer = parseSignerKey(key.signerKey);
-const verifier = parseVerifierKey(key.verifierKey);
+const { signer, verifier } = testAuditKey('effectgate-audit-unit');
 const ROOT = 'ab'.repeat(32);
 
 describe('checkpoint notes', () => {

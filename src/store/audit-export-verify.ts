@@ -1,0 +1,269 @@
+import { open } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import { type AuditReport, eventHashInput, verifyChain } from './audit-chain.js';
+import {
+  AUDIT_EXPORT_VERSION,
+  AuditExportError,
+  type AuditExportHeader,
+  parseBodyLine,
+  parseHeader,
+} from './audit-export-lines.js';
+import type { SealProblem } from './audit-log-verify.js';
+import { type CheckpointNote, readCheckpointNote } from './checkpoint-note.js';
+import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import type { NoteVerifier } from './signed-note.js';
+import type { EventRecord } from './types.js';
+import type { WitnessCheck } from './witness-check.js';
+
+/*
+ * Verifies an export offline, streaming (memory does not grow with the log): every chain's links
+ * from its base to its last event, with the very `verifyChain` the store verifier uses; and, in a
+ * version 3 file, the sealed log: the tree rebuilt from the header's frontier and the events in
+ * file order, every checkpoint's root and size found again, its note of this log and (given the
+ * verifier key) signed by the audit key, and each checkpoint a witness kept held by the file.
+ *
+ * What a file alone cannot show is a file rewritten wholesale and re-signed, or cut at a
+ * checkpoint: the signature settles the first (only the audit key signs), and comparing the
+ * latest checkpoint with the store's or a witness's (`--witness`) the second.
+ */
+
+/** What the checkpoints of a version 3 export say. */
+export interface ExportSealReport {
+  readonly checkpoints: number;
+  /** Events the file's checkpoints sealed after its first, each rehashed into the tree. */
+  readonly sealed: number;
+  /** Events kept from before the file's first checkpoint: checked by their chain only. */
+  readonly before: number;
+  /** Events after the last checkpoint (not sealed yet): checked by their chain only. */
+  readonly unsealed: number;
+  /**
+   * The checkpoint the file starts at (size 0: the whole history; later: the archive or the log
+   * after a prune, which the archive before it ends with).
+   */
+  readonly first: { readonly size: number; readonly root: string } | null;
+  readonly latest: { readonly size: number; readonly root: string; readonly sealedAt: string | null } | null;
+  /** `unchecked`: no verifier key was given, so signatures were not checked (roots still were). */
+  readonly signatures: 'checked' | 'unchecked';
+  readonly problems: readonly SealProblem[];
+  /** One per witness note given, in order. */
+  readonly witnessed: readonly WitnessCheck[];
+}
+
+/** `verifyChain`'s report over an export, when it was taken, and (version 3) its seal. */
+export interface AuditExportReport extends AuditReport {
+  readonly exportedAt: string;
+  readonly version: AuditExportHeader['version'];
+  /** Null for versions 1 and 2, which hold no checkpoints. */
+  readonly seal: ExportSealReport | null;
+}
+
+export interface VerifyExportOptions {
+  /** The audit key's verifier: every checkpoint must be signed by it. */
+  readonly verifier?: NoteVerifier | null;
+  /** Checkpoint notes witnesses kept (`audit checkpoint`): each must be one of the file's. */
+  readonly witnesses?: readonly string[];
+}
+
+const MAX_PROBLEMS = 100;
+
+/**
+ * Verifies an export given as its lines (without line ends). Throws `AuditExportError` (with the
+ * line) when a line is not an export line at all; broken chains and checkpoints are in the report.
+ */
+export async function verifyAuditExport(
+  lines: AsyncIterable<string> | Iterable<string>,
+  options: VerifyExportOptions = {},
+): Promise<AuditExportReport> {
+  const numbered = numberedLines(lines);
+  try {
+    const first = await numbered.next();
+    if (first.done) throw new AuditExportError(1, 'empty file: expected the effectgate-audit header line');
+    const header = parseHeader(first.value.text);
+    const v3 = header.version === AUDIT_EXPORT_VERSION;
+    if (!v3 && ((options.verifier ?? null) !== null || (options.witnesses ?? []).length > 0)) {
+      throw new AuditExportError(
+        1,
+        `a version ${header.version} export holds no checkpoints: signatures and witnesses are checked in version ${AUDIT_EXPORT_VERSION}`,
+      );
+    }
+    const seal = v3 ? new SealWalk(header, options) : null;
+    async function* events(): AsyncGenerator<EventRecord, void, undefined> {
+      for (;;) {
+        const next = await numbered.next();
+        if (next.done) return;
+        const parsed = parseBodyLine(next.value.text, next.value.line, v3);
+        if ('checkpoint' in parsed) seal!.checkpoint(parsed.checkpoint, next.value.line);
+        else {
+          seal?.event(parsed);
+          yield parsed;
+        }
+      }
+    }
+    const report = await verifyChain(events(), header.heads);
+    const sealed = seal?.report() ?? null;
+    const ok =
+      report.ok && (sealed === null || (sealed.problems.length === 0 && sealed.witnessed.every((w) => w.ok)));
+    return { ...report, ok, exportedAt: header.exported_at, version: header.version, seal: sealed };
+  } finally {
+    await numbered.return(undefined);
+  }
+}
+
+/** The sealed log of a version 3 file, rebuilt line by line. */
+class SealWalk {
+  readonly #origin: string;
+  readonly #verifier: NoteVerifier | null;
+  readonly #tree: MerkleFrontier | null;
+  readonly #witnesses: readonly (CheckpointNote | WitnessCheck)[];
+  readonly #held = new Set<number>();
+  readonly #problems: SealProblem[] = [];
+  #checkpoints = 0;
+  #before = 0;
+  #sealed = 0;
+  /** Events since the last checkpoint line: sealed by the next one, or, at the end, not sealed yet. */
+  #pending = 0;
+  #first: ExportSealReport['first'] = null;
+  #latest: ExportSealReport['latest'] = null;
+  /** Set once a root was not found again: every later one would differ too, and says nothing new. */
+  #diverged = false;
+
+  constructor(header: AuditExportHeader, options: VerifyExportOptions) {
+    this.#origin = header.origin!;
+    this.#verifier = options.verifier ?? null;
+    this.#tree = header.tree == null ? null : MerkleFrontier.fromJSON(JSON.stringify(header.tree));
+    const verifiers = this.#verifier === null ? [] : [this.#verifier];
+    this.#witnesses = (options.witnesses ?? []).map((note): CheckpointNote | WitnessCheck => {
+      try {
+        return readCheckpointNote(note, verifiers);
+      } catch (err) {
+        return { ok: false, size: null, reason: `not a checkpoint note: ${(err as Error).message}` };
+      }
+    });
+  }
+
+  event(e: EventRecord): void {
+    // Before the first checkpoint: sealed earlier, by checkpoints the file starts after.
+    if (this.#tree !== null && this.#checkpoints === 0) {
+      this.#before += 1;
+      return;
+    }
+    this.#tree?.append(leafHash(eventHashInput(e)));
+    this.#pending += 1;
+  }
+
+  checkpoint(text: string, line: number): void {
+    const tree = this.#tree;
+    if (tree === null)
+      throw new AuditExportError(line, 'a checkpoint, but the header says the file holds none (tree null)');
+    this.#checkpoints += 1;
+    const first = this.#checkpoints === 1;
+    this.#sealed += this.#pending;
+    this.#pending = 0;
+    let note: CheckpointNote;
+    try {
+      note = readCheckpointNote(text, this.#verifier === null ? [] : [this.#verifier]);
+    } catch (err) {
+      this.#problem(tree.size, `line ${line}: its note is malformed (${(err as Error).message})`);
+      return;
+    }
+    const root = tree.size === 0 ? EMPTY_ROOT_HEX : tree.root().toString('hex');
+    if (note.origin !== this.#origin) this.#problem(note.size, `its note is of another log (${note.origin})`);
+    if (this.#verifier !== null && !note.verified) {
+      this.#problem(
+        note.size,
+        `not signed by the audit key ${this.#verifier.name} (signed by ${note.signers.join(', ') || 'nobody'})`,
+      );
+    }
+    if (!this.#diverged && (note.size !== tree.size || note.rootHex !== root)) {
+      this.#diverged = true;
+      this.#problem(
+        note.size,
+        first
+          ? "the header's tree is not its first checkpoint's: the file was rewritten"
+          : note.size !== tree.size
+            ? `it sealed ${note.size} events, the file holds ${tree.size} by then: events were inserted or deleted`
+            : 'the events before it do not give its root: an event was edited or reordered',
+      );
+    }
+    // Only the sizes a witness asks about are kept: a year of checkpoints is millions of them.
+    for (const w of this.#witnesses) {
+      if ('rootHex' in w && w.size === note.size && w.rootHex === note.rootHex && !this.#diverged)
+        this.#held.add(note.size);
+    }
+    this.#latest = { size: note.size, root: note.rootHex, sealedAt: note.sealedAt };
+    if (first) this.#first = { size: note.size, root: note.rootHex };
+  }
+
+  report(): ExportSealReport {
+    const tree = this.#tree;
+    if (tree !== null && this.#checkpoints === 0)
+      this.#problem(tree.size, 'the header starts a tree, but the file holds no checkpoint: cut short');
+    return Object.freeze({
+      checkpoints: this.#checkpoints,
+      sealed: this.#sealed,
+      before: this.#before,
+      unsealed: this.#pending,
+      first: this.#first,
+      latest: this.#latest,
+      signatures: this.#verifier === null ? 'unchecked' : 'checked',
+      problems: Object.freeze([...this.#problems]),
+      witnessed: Object.freeze(this.#witnesses.map((w) => this.#witnessed(w))),
+    });
+  }
+
+  #witnessed(w: CheckpointNote | WitnessCheck): WitnessCheck {
+    if (!('rootHex' in w)) return w;
+    const fail = (reason: string): WitnessCheck => ({ ok: false, size: w.size, reason });
+    if (this.#verifier !== null && !w.verified)
+      return fail(`not signed by the audit key ${this.#verifier.name}`);
+    if (w.origin !== this.#origin)
+      return fail(`a checkpoint of another log (${w.origin}), not of this file's (${this.#origin})`);
+    if (this.#held.has(w.size)) return { ok: true, size: w.size, reason: null };
+    const latest = this.#latest;
+    return fail(
+      latest === null || latest.size < w.size
+        ? `the file's log ends before size ${w.size} (latest ${latest?.size ?? 'none'}): truncated or rewritten`
+        : `the file holds no checkpoint of size ${w.size} with its root: rewritten`,
+    );
+  }
+
+  #problem(size: number, reason: string): void {
+    if (this.#problems.length < MAX_PROBLEMS) this.#problems.push({ size, reason });
+  }
+}
+
+/** `verifyAuditExport` over a file, read line by line. File system errors are thrown as they are. */
+export async function verifyAuditExportFile(
+  path: string,
+  options: VerifyExportOptions = {},
+): Promise<AuditExportReport> {
+  const handle = await open(path, 'r');
+  const input = handle.createReadStream({ encoding: 'utf8' });
+  const lines = createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY });
+  // A read error (e.g. EISDIR) ends the lines early: surface it rather than a truncated tail.
+  let readError: Error | null = null;
+  input.on('error', (err) => {
+    readError ??= err;
+    lines.close();
+  });
+  try {
+    const report = await verifyAuditExport(lines, options);
+    if (readError !== null) throw readError;
+    return report;
+  } catch (err) {
+    throw readError ?? err;
+  } finally {
+    lines.close();
+    input.destroy();
+  }
+}
+
+async function* numberedLines(
+  lines: AsyncIterable<string> | Iterable<string>,
+): AsyncGenerator<{ readonly line: number; readonly text: string }, void, undefined> {
+  let line = 0;
+  for await (const text of lines) {
+    line += 1;
+    yield { line, text };
+  }
+}
