@@ -9,7 +9,7 @@ import {
   parseHeader,
 } from './audit-export-lines.js';
 import type { SealProblem } from './audit-log-verify.js';
-import { type CheckpointNote, readCheckpointNote } from './checkpoint-note.js';
+import { type CheckpointNote, checkNoteOf, readCheckpointNote } from './checkpoint-note.js';
 import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
 import type { NoteVerifier } from './signed-note.js';
 import type { EventRecord } from './types.js';
@@ -159,21 +159,11 @@ class SealWalk {
     const first = this.#checkpoints === 1;
     this.#sealed += this.#pending;
     this.#pending = 0;
-    let note: CheckpointNote;
-    try {
-      note = readCheckpointNote(text, this.#verifier === null ? [] : [this.#verifier]);
-    } catch (err) {
-      this.#problem(tree.size, `line ${line}: its note is malformed (${(err as Error).message})`);
-      return;
-    }
+    const { note, problems } = checkNoteOf(text, this.#origin, this.#verifier);
+    for (const p of problems)
+      this.#problem(note?.size ?? tree.size, note === null ? `line ${line}: ${p}` : p);
+    if (note === null) return;
     const root = tree.size === 0 ? EMPTY_ROOT_HEX : tree.root().toString('hex');
-    if (note.origin !== this.#origin) this.#problem(note.size, `its note is of another log (${note.origin})`);
-    if (this.#verifier !== null && !note.verified) {
-      this.#problem(
-        note.size,
-        `not signed by the audit key ${this.#verifier.name} (signed by ${note.signers.join(', ') || 'nobody'})`,
-      );
-    }
     if (!this.#diverged && (note.size !== tree.size || note.rootHex !== root)) {
       this.#diverged = true;
       this.#problem(

@@ -57,3 +57,29 @@ export function readCheckpointNote(note: string, verifiers: readonly NoteVerifie
     signers: Object.freeze(opened.signatures.map((s) => s.name)),
   });
 }
+
+/**
+ * A checkpoint's note held to its log and key, as every verifier holds it (the store's and an
+ * export's): the note read, unless malformed, and what is wrong with it: not of `origin`, or (given
+ * a verifier) not signed by it. Its size and root are the caller's to compare.
+ */
+export function checkNoteOf(
+  text: string,
+  origin: string,
+  verifier: NoteVerifier | null,
+): { readonly note: CheckpointNote | null; readonly problems: readonly string[] } {
+  let note: CheckpointNote;
+  try {
+    note = readCheckpointNote(text, verifier === null ? [] : [verifier]);
+  } catch (err) {
+    return { note: null, problems: [`its signed note is malformed (${(err as Error).message})`] };
+  }
+  const problems: string[] = [];
+  if (note.origin !== origin) problems.push(`its note is of another log (${note.origin})`);
+  if (verifier !== null && !note.verified) {
+    problems.push(
+      `not signed by the audit key ${verifier.name} (signed by ${note.signers.join(', ') || 'nobody'})`,
+    );
+  }
+  return { note, problems };
+}
