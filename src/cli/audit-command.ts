@@ -23,6 +23,7 @@ import {
   readWitnesses,
   sealVerifier,
   type WitnessResult,
+  witnessLines,
 } from './audit-seal-command.js';
 import { printable } from './cli-text.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
@@ -165,6 +166,8 @@ async function verifyFile(
     else {
       printReport(report, ` in ${printable(file)} (exported at ${printable(report.exportedAt)})`);
       if (report.seal !== null) printExportSeal(report.seal, witnessed, verifier);
+      // A file of chains only: no seal to print, but a witness that could not be read says why.
+      else if (witnessed.length > 0) process.stdout.write(`${witnessLines(witnessed).join('\n')}\n`);
     }
     return ok ? 0 : 1;
   } catch (err) {

@@ -78,7 +78,9 @@ export function printSeal(check: SealCheck, verifier: NoteVerifier | null, now =
   const lines: string[] = [];
   lines.push(
     sealed.latest === null
-      ? 'audit log sealed: no checkpoint yet (a gate seals the trail only with an audit key)'
+      ? sealed.checkpoints === 0
+        ? 'audit log sealed: no checkpoint yet (a gate seals the trail only with an audit key)'
+        : `audit log sealed: ${sealed.checkpoints} checkpoint(s), none readable`
       : `audit log sealed: ${sealed.checkpoints} checkpoint(s) checked, ${sealed.rehashed} event(s) rehashed; latest size ${sealed.latest.size}, sealed at ${printable(sealed.latest.sealedAt)}`,
   );
   lines.push(
@@ -93,14 +95,17 @@ export function printSeal(check: SealCheck, verifier: NoteVerifier | null, now =
       ? `${count} events not sealed yet`
       : `${count} events not sealed yet, oldest ${Math.max(0, Math.round((now - Date.parse(oldestAt)) / 1000))}s`,
   );
-  for (const w of check.witnessed) {
-    lines.push(
-      w.ok
-        ? `witness ${printable(w.file)}: ok (checkpoint of size ${w.size} held)`
-        : `witness ${printable(w.file)}: FAILED: ${printable(w.reason ?? 'unknown')}`,
-    );
-  }
+  lines.push(...witnessLines(check.witnessed));
   process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/** One line per `--witness` file: held, or why not. */
+export function witnessLines(witnessed: readonly WitnessResult[]): string[] {
+  return witnessed.map((w) =>
+    w.ok
+      ? `witness ${printable(w.file)}: ok (checkpoint of size ${w.size} held)`
+      : `witness ${printable(w.file)}: FAILED: ${printable(w.reason ?? 'unknown')}`,
+  );
 }
 
 /**

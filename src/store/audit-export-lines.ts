@@ -30,6 +30,18 @@ export interface AuditExportHeader {
   readonly origin?: string;
   /** Version 3: the tree at the file's first checkpoint; null when the file holds no checkpoint. */
   readonly tree?: ExportTree | null;
+  /**
+   * Version 3: the file's last checkpoint (null with `tree`), which its last checkpoint line must
+   * be: a file cut short after it shows. Unsigned, as the whole header: a witness settles a file
+   * rewritten to end earlier.
+   */
+  readonly latest?: ExportLatest | null;
+}
+
+/** The size and root of an export's last checkpoint (its header's `latest`). */
+export interface ExportLatest {
+  readonly size: number;
+  readonly root: string;
 }
 
 /** A checkpoint line of a version 3 export: the checkpoint's signed note, exactly as stored. */
@@ -69,7 +81,7 @@ export function eventLine(e: EventRecord): string {
 }
 
 const HEADER_FIELDS = ['format', 'version', 'exported_at', 'chains', 'heads'] as const;
-const HEADER_FIELDS_V3 = [...HEADER_FIELDS, 'origin', 'tree'] as const;
+const HEADER_FIELDS_V3 = [...HEADER_FIELDS, 'origin', 'tree', 'latest'] as const;
 const HEAD_FIELDS_V1 = ['chain', 'lastSeq', 'lastHash'] as const;
 const HEAD_FIELDS = ['chain', 'baseSeq', 'baseHash', 'lastSeq', 'lastHash'] as const;
 const EVENT_FIELDS = [
@@ -107,7 +119,11 @@ export function parseHeader(text: string): AuditExportHeader {
   const parsed = heads.map((head: unknown, i) => parseHead(head, i, version === 1));
   const v3 =
     version === AUDIT_EXPORT_VERSION
-      ? { origin: parseOrigin(value['origin']), tree: parseTree(value['tree']) }
+      ? {
+          origin: parseOrigin(value['origin']),
+          tree: parseTree(value['tree']),
+          latest: parseLatest(value['latest'], value['tree'] === null),
+        }
       : {};
   return {
     format: AUDIT_EXPORT_FORMAT,
@@ -164,6 +180,21 @@ function parseTree(tree: unknown): ExportTree | null {
       `header field "tree" is not a Merkle frontier (${safe((err as Error).message)})`,
     );
   }
+}
+
+function parseLatest(latest: unknown, treeless: boolean): ExportLatest | null {
+  const fail = (detail: string): never => {
+    throw new AuditExportError(1, detail);
+  };
+  if (latest === null) return treeless ? null : fail('header field "latest" must name the last checkpoint');
+  if (treeless) fail('header field "latest" must be null when "tree" is');
+  if (!isObject(latest)) return fail('header field "latest" must be an object or null');
+  onlyFields(latest, ['size', 'root'], 1, 'latest');
+  if (!Number.isSafeInteger(latest['size']) || (latest['size'] as number) < 0)
+    fail('latest.size must be an integer >= 0');
+  if (typeof latest['root'] !== 'string' || !/^[0-9a-f]{64}$/.test(latest['root']))
+    fail('latest.root must be 64 lowercase hex digits');
+  return { size: latest['size'] as number, root: latest['root'] as string };
 }
 
 /** An event line, or (version 3) a checkpoint line. */

@@ -5,6 +5,7 @@ import {
   AUDIT_EXPORT_VERSION,
   AuditExportError,
   type AuditExportHeader,
+  type ExportLatest,
   parseBodyLine,
   parseHeader,
 } from './audit-export-lines.js';
@@ -94,7 +95,7 @@ export async function verifyAuditExport(
         const parsed = parseBodyLine(next.value.text, next.value.line, v3);
         if ('checkpoint' in parsed) seal!.checkpoint(parsed.checkpoint, next.value.line);
         else {
-          seal?.event(parsed);
+          seal?.event(parsed, next.value.line);
           yield parsed;
         }
       }
@@ -114,6 +115,8 @@ class SealWalk {
   readonly #origin: string;
   readonly #verifier: NoteVerifier | null;
   readonly #tree: MerkleFrontier | null;
+  /** The header's last checkpoint, which the file's last checkpoint line must be. */
+  readonly #ends: ExportLatest | null;
   readonly #witnesses: readonly (CheckpointNote | WitnessCheck)[];
   readonly #held = new Set<number>();
   readonly #problems: SealProblem[] = [];
@@ -131,6 +134,7 @@ class SealWalk {
     this.#origin = header.origin!;
     this.#verifier = options.verifier ?? null;
     this.#tree = header.tree == null ? null : MerkleFrontier.fromJSON(JSON.stringify(header.tree));
+    this.#ends = header.latest ?? null;
     const verifiers = this.#verifier === null ? [] : [this.#verifier];
     this.#witnesses = (options.witnesses ?? []).map((note): CheckpointNote | WitnessCheck => {
       try {
@@ -141,13 +145,18 @@ class SealWalk {
     });
   }
 
-  event(e: EventRecord): void {
+  event(e: EventRecord, line: number): void {
     // Before the first checkpoint: sealed earlier, by checkpoints the file starts after.
     if (this.#tree !== null && this.#checkpoints === 0) {
       this.#before += 1;
       return;
     }
-    this.#tree?.append(leafHash(eventHashInput(e)));
+    try {
+      this.#tree?.append(leafHash(eventHashInput(e)));
+    } catch (err) {
+      // Only a header whose tree is already 2^53 - 1 leaves: not a tree any log has.
+      throw new AuditExportError(line, `the tree cannot take this event (${(err as Error).message})`);
+    }
     this.#pending += 1;
   }
 
@@ -163,6 +172,12 @@ class SealWalk {
     for (const p of problems)
       this.#problem(note?.size ?? tree.size, note === null ? `line ${line}: ${p}` : p);
     if (note === null) return;
+    if (this.#latest !== null && note.size <= this.#latest.size) {
+      this.#problem(
+        note.size,
+        `it comes after checkpoint ${this.#latest.size}: checkpoint lines reordered or repeated`,
+      );
+    }
     const root = tree.size === 0 ? EMPTY_ROOT_HEX : tree.root().toString('hex');
     if (!this.#diverged && (note.size !== tree.size || note.rootHex !== root)) {
       this.#diverged = true;
@@ -188,6 +203,17 @@ class SealWalk {
     const tree = this.#tree;
     if (tree !== null && this.#checkpoints === 0)
       this.#problem(tree.size, 'the header starts a tree, but the file holds no checkpoint: cut short');
+    const ends = this.#ends;
+    const latest = this.#latest;
+    if (ends !== null && this.#checkpoints > 0 && (latest?.size !== ends.size || latest.root !== ends.root)) {
+      this.#problem(
+        ends.size,
+        `the file's last checkpoint is ${latest?.size ?? 'unreadable'}, its header's ${ends.size}: cut short`,
+      );
+    }
+    // Asked to check signatures, and nothing in the file is signed: say so rather than pass.
+    if (tree === null && this.#verifier !== null)
+      this.#problem(0, 'the file holds no checkpoint: nothing in it is signed by the audit key');
     return Object.freeze({
       checkpoints: this.#checkpoints,
       sealed: this.#sealed,

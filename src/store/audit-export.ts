@@ -22,7 +22,8 @@ export * from './audit-export-lines.js';
  *
  *   line 1   {"format":"effectgate-audit","version":3,"exported_at":ISO,"chains":64,
  *             "heads":[{"chain":0,"baseSeq":…,"baseHash":…,"lastSeq":…,"lastHash":…},…],
- *             "origin":"effectgate/audit/<log id>","tree":{"size":N,"hashes":[…]}|null}
+ *             "origin":"effectgate/audit/<log id>","tree":{"size":N,"hashes":[…]}|null,
+ *             "latest":{"size":N,"root":"<hex>"}|null}
  *   then     events, each {"chain":…,"seq":…,"type":…,"operationId":…|null,"recordedAtUs":"…",
  *             "payload":"…","prevHash":…,"hash":…} exactly as stored, and checkpoints, each
  *             {"checkpoint":"<its signed note>"}, in the order the log was sealed:
@@ -36,8 +37,9 @@ export * from './audit-export-lines.js';
  *
  * So a verifier rebuilds every checkpoint's root from the file and checks its signed note, with
  * the audit key's verifier key and any checkpoint a witness kept; and, as before, every chain's
- * links from its base to its last event (the header's heads). `tree` is null when the store has no
- * checkpoint (no gate sealed it): every event is then unsealed, checked by its chain only.
+ * links from its base to its last event (the header's heads). The file's last checkpoint line must
+ * be the header's `latest`, so a file cut short shows. `tree` and `latest` are null when the store
+ * has no checkpoint (no gate sealed it): every event is then unsealed, checked by its chain only.
  */
 
 export interface AuditExportOptions {
@@ -118,6 +120,7 @@ async function* exportParts(
     heads,
     origin,
     tree: start === null ? null : (JSON.parse(start.frontier) as ExportTree),
+    latest: end === null ? null : { size: end.size, root: end.root },
   };
   yield { kind: 'header', line: `${JSON.stringify(header)}\n` };
   if (start === null || end === null) {

@@ -148,9 +148,9 @@ export async function getCheckpoint(db: Kysely<Database>, size: number): Promise
 
 /**
  * Where retention may cut the log: the latest checkpoint sealed before `before` that covers every
- * chain's base (the log is cut there already, or further on) and that the projection has passed on
- * every chain (eg_projected_seq.sql: a decision or row not projected yet would be lost with its
- * event). Null when none is.
+ * chain's base and goes past one (the log is not cut there already), and that the projection has
+ * passed on every chain (eg_projected_seq.sql: a decision or row not projected yet would be lost
+ * with its event). Null when none is.
  */
 export async function retentionCheckpoint(
   db: Kysely<Database>,
@@ -162,6 +162,7 @@ export async function retentionCheckpoint(
     select ${CHECKPOINT_COLUMNS} from audit_checkpoints c
     where c.sealed_at < ${before}::timestamptz and not exists (select 1 from p
       where coalesce((c.heads ->> p.id::text)::bigint, 0) not between p.base_seq and p.projected)
+    and exists (select 1 from p where coalesce((c.heads ->> p.id::text)::bigint, 0) > p.base_seq)
     order by c.size desc limit 1`.execute(db);
   return rows[0] === undefined ? null : toCheckpoint(rows[0]);
 }

@@ -168,12 +168,17 @@ for (const target of storeTargets()) {
       ]);
     });
 
-    it('the last checkpoint dropped: the file reads as an earlier log, which a witness of that checkpoint refutes', async () => {
+    it('the last checkpoint dropped: the header says the file was cut short; its header rewritten too, a witness of that checkpoint refutes it', async () => {
       const at = checkpointAt(exported);
       const lines = exported.filter((_, i) => i !== at.at(-1));
       const latest = noteOf(exported[at.at(-1)!]!);
+      const earlier = (await store.getCheckpoint(noteSize(exported[at.at(-2)!]!)))!;
+      expect((await verifyAuditExport(lines, { verifier })).seal!.problems).toEqual([
+        { size: noteSize(exported[at.at(-1)!]!), reason: expect.stringContaining('cut short') },
+      ]);
+      lines[0] = JSON.stringify({ ...headerOf(lines), latest: { size: earlier.size, root: earlier.root } });
       const alone = await verifyAuditExport(lines, { verifier });
-      expect(alone).toMatchObject({ ok: true, seal: { latest: { size: noteSize(exported[at.at(-2)!]!) } } });
+      expect(alone).toMatchObject({ ok: true, seal: { latest: { size: earlier.size } } });
       const witnessed = await verifyAuditExport(lines, { verifier, witnesses: [latest] });
       expect(witnessed.ok).toBe(false);
       expect(witnessed.seal!.witnessed).toEqual([
@@ -231,8 +236,26 @@ for (const target of storeTargets()) {
       ]);
     });
 
+    it('a checkpoint line repeated is reported', async () => {
+      const i = checkpointAt(exported)[2]!;
+      const lines = [...exported];
+      lines.splice(i + 1, 0, exported[i]!);
+      expect((await verifyAuditExport(lines, { verifier })).seal!.problems).toEqual([
+        { size: noteSize(exported[i]!), reason: expect.stringContaining('reordered or repeated') },
+      ]);
+    });
+
     it("a header whose tree is not its first checkpoint's, or a checkpoint where the header says none", async () => {
       const header = headerOf(exported);
+      // A tree already as big as a tree can be: the first event after the checkpoint is refused.
+      const full = {
+        size: Number.MAX_SAFE_INTEGER,
+        hashes: Array.from({ length: 53 }, () => 'ab'.repeat(32)),
+      };
+      const at = checkpointAt(exported);
+      await expect(
+        verifyAuditExport([JSON.stringify({ ...header, tree: full }), ...exported.slice(1)]),
+      ).rejects.toMatchObject({ code: 'EG_ERR_AUDIT_EXPORT_INVALID', line: at[0]! + 2 });
       const grown = [
         JSON.stringify({ ...header, tree: { size: 1, hashes: ['ab'.repeat(32)] } }),
         ...exported.slice(1),
@@ -240,12 +263,12 @@ for (const target of storeTargets()) {
       expect((await verifyAuditExport(grown)).seal!.problems).toEqual([
         { size: 0, reason: expect.stringContaining("the header's tree is not its first checkpoint's") },
       ]);
-      const none = [JSON.stringify({ ...header, tree: null }), ...exported.slice(1)];
+      const none = [JSON.stringify({ ...header, tree: null, latest: null }), ...exported.slice(1)];
       await expect(verifyAuditExport(none)).rejects.toMatchObject({
         code: 'EG_ERR_AUDIT_EXPORT_INVALID',
         line: checkpointAt(exported)[0]! + 1,
       });
-      const { origin: _o, tree: _t, ...v2 } = header;
+      const { origin: _o, tree: _t, latest: _l, ...v2 } = header;
       await expect(
         verifyAuditExport([JSON.stringify({ ...v2, version: 2 })], { verifier }),
       ).rejects.toMatchObject({ line: 1, detail: expect.stringContaining('holds no checkpoints') });

@@ -14,6 +14,7 @@ import {
 import { verifyAuditExport, verifyAuditExportFile } from '../../../src/store/audit-export-verify.js';
 import { verifyStoreChain } from '../../../src/store/store-events.js';
 import type { EventRecord } from '../../../src/store/types.js';
+import { testAuditKey } from '../../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { allEvents, eventCount, writeHistory } from './audit-history.js';
 import { expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
@@ -39,7 +40,7 @@ const lineOf = (e: EventRecord): string => JSON.stringify(e);
 const headerOf = (lines: readonly string[]): AuditExportHeader => JSON.parse(lines[0]!) as AuditExportHeader;
 /** The header as version 2 wrote it: no origin, no tree. */
 const v2HeaderOf = (lines: readonly string[]): Record<string, unknown> => {
-  const { origin: _origin, tree: _tree, ...rest } = headerOf(lines);
+  const { origin: _origin, tree: _tree, latest: _latest, ...rest } = headerOf(lines);
   return { ...rest, version: 2 };
 };
 
@@ -106,6 +107,7 @@ for (const target of storeTargets()) {
         'heads',
         'origin',
         'tree',
+        'latest',
       ]);
       expect(header).toEqual({
         format: 'effectgate-audit',
@@ -115,6 +117,7 @@ for (const target of storeTargets()) {
         heads: await store.chainHeads(),
         origin: `effectgate/audit/${await store.auditLogId()}`,
         tree: null,
+        latest: null,
       });
       const events = exported.slice(1).map(eventOf);
       for (const line of exported.slice(1)) expect(Object.keys(JSON.parse(line))).toEqual(EVENT_FIELDS);
@@ -149,6 +152,16 @@ for (const target of storeTargets()) {
         },
       });
       expect(report).toMatchObject({ ok: true, checked: exported.length - 1, chains: EVENT_CHAINS });
+    });
+
+    it('asked to check signatures, a file with no checkpoint is reported: nothing in it is signed', async () => {
+      const { verifier } = testAuditKey('effectgate-export-unsealed');
+      const report = await verifyAuditExport(exported, { verifier });
+      expect(report.broken).toEqual([]);
+      expect(report.ok).toBe(false);
+      expect(report.seal!.problems).toEqual([
+        { size: 0, reason: expect.stringContaining('nothing in it is signed by the audit key') },
+      ]);
     });
 
     it('verifies an export file read line by line (LF or CRLF line ends)', async () => {

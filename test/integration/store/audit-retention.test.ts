@@ -83,12 +83,27 @@ for (const target of storeTargets()) {
         seal: { sealed: cut.size, unsealed: 0, problems: [], latest: { size: cut.size } },
       });
       expect(checkpointNotes(file).at(-1)).toBe(cut.note);
+      // Again with the same cut-off: cut there already, so nothing to do and no archive.
+      const again = join(dir, 'again.jsonl');
+      expect(await archiveAndPrune(store, before, again)).toMatchObject({
+        archived: 0,
+        checkpoint: null,
+        cuts: [],
+      });
+      expect(() => readFileSync(again)).toThrow(/ENOENT/);
       expect(await verifySealedLog(store, verifier)).toMatchObject({ ok: true, problems: [] });
       expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
     });
 
     it('the next archive starts at the checkpoint the last one ended at, and the live export at its end', async () => {
       const first = checkpointNotes(join(dir, 'first.jsonl')).at(-1)!;
+      await sealer.seal();
+      // An archive is never written over: refused before anything is removed.
+      const heads = await store.chainHeads();
+      await expect(archiveAndPrune(store, new Date(), join(dir, 'first.jsonl'))).rejects.toMatchObject({
+        code: 'EEXIST',
+      });
+      expect(await store.chainHeads()).toEqual(heads);
       const before = await cutOff();
       await allows(store, 3);
       const file = join(dir, 'second.jsonl');
