@@ -109,8 +109,10 @@ async function* exportParts(
   const origin = checkpointOrigin(await store.auditLogId());
   // The end before the heads: heads only move forward, so every event it sealed is at or below them.
   const end = options.segment === undefined ? await store.latestCheckpoint() : options.segment.until;
-  const live = await store.chainHeads();
-  const heads = options.segment === undefined ? live.map(keptHead) : options.segment.cuts.map(cutHead);
+  const heads =
+    options.segment === undefined
+      ? (await store.chainHeads()).map(keptHead)
+      : options.segment.cuts.map(cutHead);
   const start = end === null ? null : await firstCheckpoint(store, heads, end);
   const header: AuditExportHeader = {
     format: AUDIT_EXPORT_FORMAT,
