@@ -60,6 +60,12 @@ export const ERROR_CODES = {
     summary:
       'The store was migrated by a newer effectgate than this one (a migration it does not know, or SQL functions a newer version wrote); it changed nothing and refuses to start.',
   },
+  EG_ERR_STORE_RESTORED: {
+    status: 500,
+    type: 'store_restored',
+    summary:
+      "The store's recorded transaction ids are ahead of its database's (a dump restored into another PostgreSQL cluster): new events would never be projected nor sealed, so the gate does not start.",
+  },
   EG_ERR_STORE_ANSWER_INVALID: {
     status: 500,
     type: 'store_answer_invalid',

@@ -100,7 +100,12 @@ export interface RunningProxy {
  */
 export async function startProxy(setup: ProxySetup): Promise<RunningProxy> {
   const { policies, logger, admin, listen } = setup;
-  const store = await openStore({ url: setup.storeUrl, migrate: setup.migrate, requireExisting: true });
+  const store = await openStore({
+    url: setup.storeUrl,
+    migrate: setup.migrate,
+    requireExisting: true,
+    gate: true,
+  });
   const undo: (() => Promise<unknown>)[] = [() => store.close()];
   try {
     // Metrics only with an admin server to serve them: the same object counts in the gate and

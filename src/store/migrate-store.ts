@@ -15,6 +15,7 @@ import {
   readStoreMarks,
   refuseNewerStore,
 } from './refuse-newer-store.js';
+import { refuseRestoredStore } from './refuse-restored-store.js';
 import type { Database } from './schema.js';
 
 /** What one effectgate brings to a store: its version, its migrations, its function definitions. */
@@ -97,6 +98,8 @@ export async function migrateStore(
       { cause: err },
     );
   }
+  // Migrated or not, a store restored into another cluster must not take new events.
+  await refuseRestoredStore(db);
 }
 
 /** A store whose marks could not be read after a failed migration: the failure speaks for itself. */

@@ -11,6 +11,7 @@ import { refuseNewerThan } from './migrate-store.js';
 import { PGliteDialect, PGliteLink } from './pglite-dialect.js';
 import { type DirLock, lockStoreDir } from './pglite-lock.js';
 import { startPGliteWorker } from './pglite-worker.js';
+import { refuseRestoredStore } from './refuse-restored-store.js';
 import type { Database } from './schema.js';
 import { connectStoreSocket, hasStoreSocket, STORE_SOCKET } from './store-socket.js';
 import type { Store } from './types.js';
@@ -26,6 +27,12 @@ export interface OpenStoreOptions {
    * (`EG_ERR_STORE_SCHEMA_NEWER`) one a newer effectgate migrated, as `migrate: true` does.
    */
   readonly requireExisting?: boolean;
+  /**
+   * Opened by a gate, which writes events: with `migrate: false` too, refuse a store restored into
+   * another PostgreSQL cluster (`EG_ERR_STORE_RESTORED`), as migrating always does. The inspection
+   * commands read such a store.
+   */
+  readonly gate?: boolean;
 }
 
 export const DEFAULT_STORE_URL = 'pglite:./.effectgate';
@@ -154,6 +161,7 @@ export async function openKyselyStore(options: OpenStoreOptions = {}): Promise<K
       // A gate that does not migrate (--no-migrate, the inspection commands) changes nothing, but
       // would still run this version's queries and calls against a newer schema.
       await refuseNewerThan(store.db);
+      if (options.gate === true) await refuseRestoredStore(store.db);
     }
   } catch (err) {
     await store.close().catch(() => undefined);
