@@ -1,21 +1,17 @@
-import { randomBytes } from 'node:crypto';
-import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
-import { finished } from 'node:stream/promises';
 import {
   AuditExportError,
   type AuditReport,
-  archiveAndPrune,
   type ExportSealReport,
   type NoteVerifier,
   openInspectionStore,
   readVerifierKey,
   resolveStoreUrl,
   type SealReport,
-  type Store,
   verifyAuditExportFile,
   verifyStoreChain,
-  writeAuditExport,
 } from '../store/index.js';
+import { exportLog } from './audit-export-command.js';
+import { isoInstant, prune } from './audit-prune-command.js';
 import {
   checkSeal,
   printCheckpoint,
@@ -26,6 +22,7 @@ import {
   witnessLines,
 } from './audit-seal-command.js';
 import { printable } from './cli-text.js';
+import { isFsError } from './fs-error.js';
 import { type FlagTable, parseFlags } from './parse-flags.js';
 
 export const USAGE = `usage: effectgate audit verify [--store URL] [--audit-key-file FILE] [--witness FILE]… [--json]
@@ -221,149 +218,4 @@ function printReport(report: AuditReport, where: string): void {
   }
   for (const bad of report.broken)
     process.stdout.write(`audit chain BROKEN at chain ${bad.chain} event seq ${bad.seq}: ${bad.reason}\n`);
-}
-
-async function exportLog(
-  storeFlag: string | undefined,
-  out: string | undefined,
-  force: boolean,
-): Promise<number> {
-  if (out === undefined) {
-    const store = await openInspectionStore(resolveStoreUrl(storeFlag));
-    try {
-      await writeAuditExport(store, process.stdout);
-      return 0;
-    } catch (err) {
-      // The reader went away (`| head`): not the store's fault, and nothing left to say on stdout.
-      if ((err as NodeJS.ErrnoException).code === 'EPIPE') {
-        process.stderr.write('effectgate: audit export: stdout closed before the export ended\n');
-        return 1;
-      }
-      throw err;
-    } finally {
-      await store.close();
-    }
-  }
-  return exportToFile(storeFlag, out, force);
-}
-
-/**
- * Without `--force` FILE is created exclusively (refused at once if it exists). With `--force` the
- * export goes to a fresh file next to it, renamed over FILE once complete, so a failed export never
- * destroys the previous one. Either way the file is created mode 0600 and removed on failure.
- */
-async function exportToFile(storeFlag: string | undefined, out: string, force: boolean): Promise<number> {
-  const path = force ? `${out}.${process.pid}-${randomBytes(4).toString('hex')}.tmp` : out;
-  let handle: FileHandle;
-  try {
-    handle = await open(path, 'wx', 0o600);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
-      process.stderr.write(
-        `effectgate: ${printable(out)} already exists; not overwriting it (use --force to replace it)\n`,
-      );
-      return 1;
-    }
-    if (isFsError(err)) {
-      process.stderr.write(`effectgate: cannot create ${printable(out)}: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
-  let store: Store | null = null;
-  let done = false;
-  try {
-    store = await openInspectionStore(resolveStoreUrl(storeFlag));
-    const stream = handle.createWriteStream();
-    const { events, checkpoints } = await writeAuditExport(store, stream);
-    stream.end();
-    // Written, flushed and the file closed (the stream owns the handle).
-    await finished(stream);
-    if (force) await rename(path, out);
-    done = true;
-    process.stdout.write(
-      `audit log exported: ${events} event(s) and ${checkpoints} checkpoint(s) to ${printable(out)}\n`,
-    );
-    return 0;
-  } finally {
-    if (!done) {
-      await handle.close().catch(() => undefined);
-      await unlink(path).catch(() => undefined);
-    }
-    await store?.close();
-  }
-}
-
-async function prune(
-  storeFlag: string | undefined,
-  before: Date,
-  archive: string,
-  json: boolean,
-): Promise<number> {
-  const store = await openInspectionStore(resolveStoreUrl(storeFlag));
-  try {
-    // A running gate's store socket serves reads, never a removal.
-    if (typeof store.pruneChain !== 'function') {
-      process.stderr.write(
-        'effectgate: audit prune cannot run while a gate holds this embedded store (its store socket serves no removal): stop the gate, then prune\n',
-      );
-      return 1;
-    }
-    const result = await archiveAndPrune(store, before, archive);
-    const written = result.cuts.length > 0;
-    if (json) process.stdout.write(`${JSON.stringify({ archive: written ? archive : null, ...result })}\n`);
-    else if (!written)
-      process.stdout.write(
-        `audit log not pruned: no checkpoint sealed before ${before.toISOString()} is past the last prune; no archive written\n`,
-      );
-    else
-      process.stdout.write(
-        `audit log pruned: ${result.archived} event(s) ${result.checkpoint === null ? 'recorded' : `sealed (up to checkpoint ${result.checkpoint})`} before ${before.toISOString()} archived to ${printable(archive)} (verified) and ${result.removed} removed, over ${result.chains} chain(s)\n`,
-      );
-    return result.removed === result.archived ? 0 : 1;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
-      process.stderr.write(
-        `effectgate: ${printable(archive)} already exists; an archive is never overwritten\n`,
-      );
-      return 1;
-    }
-    if (isFsError(err)) {
-      process.stderr.write(`effectgate: cannot write ${printable(archive)}: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  } finally {
-    await store.close();
-  }
-}
-
-/**
- * An ISO 8601 instant with its zone (`Z` or `±hh:mm`): a time without one would be read in the
- * machine's zone, and a date that does not exist (2026-02-30) would roll over into another.
- */
-function isoInstant(text: string): Date | null {
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?)?(Z|[+-]\d{2}:\d{2})$/.exec(
-    text,
-  );
-  if (m === null || m[1] === '0000') return null;
-  const zone = m[7]!;
-  const date = new Date(m[4] === undefined ? `${m[1]}-${m[2]}-${m[3]}T00:00:00${zone}` : text);
-  if (Number.isNaN(date.getTime())) return null;
-  // The calendar fields as written, in the zone written, must come back unchanged.
-  const offsetMin =
-    zone === 'Z'
-      ? 0
-      : (zone.startsWith('-') ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4)));
-  const local = new Date(date.getTime() + offsetMin * 60_000);
-  const same =
-    local.getUTCFullYear() === Number(m[1]) &&
-    local.getUTCMonth() + 1 === Number(m[2]) &&
-    local.getUTCDate() === Number(m[3]) &&
-    (m[4] === undefined || (local.getUTCHours() === Number(m[4]) && local.getUTCMinutes() === Number(m[5])));
-  return same ? date : null;
-}
-
-function isFsError(err: unknown): err is NodeJS.ErrnoException {
-  return err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string' && 'syscall' in err;
 }
