@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { leafHash } from './merkle-tree.js';
 import type { ChainHead, EventRecord } from './types.js';
 
 /** `prev_hash` of the first event of every chain, and `last_hash` of an empty chain. */
@@ -60,6 +61,11 @@ export function computeEventHash(e: Pick<EventRecord, HashedFields>): string {
  */
 export function eventHashInput(e: Pick<EventRecord, HashedFields>): string {
   return `${e.prevHash}\n${e.chain}\n${e.seq}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`;
+}
+
+/** An event's leaf hash in the sealed log's tree: what the sealer folds in and every verifier rebuilds. */
+export function eventLeafHash(e: Pick<EventRecord, HashedFields>): Buffer {
+  return leafHash(eventHashInput(e));
 }
 
 interface ChainState {

@@ -1,6 +1,6 @@
 import { open } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { type AuditReport, eventHashInput, verifyChain } from './audit-chain.js';
+import { type AuditReport, eventLeafHash, verifyChain } from './audit-chain.js';
 import {
   AUDIT_EXPORT_VERSION,
   AuditExportError,
@@ -10,11 +10,11 @@ import {
   parseHeader,
 } from './audit-export-lines.js';
 import type { SealProblem } from './audit-log-verify.js';
-import { type CheckpointNote, checkNoteOf, readCheckpointNote } from './checkpoint-note.js';
-import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import { type CheckpointNote, checkNoteOf } from './checkpoint-note.js';
+import { MerkleFrontier } from './merkle-tree.js';
 import type { NoteVerifier } from './signed-note.js';
 import type { EventRecord } from './types.js';
-import type { WitnessCheck } from './witness-check.js';
+import { judgeWitness, readWitnessNote, type WitnessCheck } from './witness-check.js';
 
 /*
  * Verifies an export offline, streaming (memory does not grow with the log): every chain's links
@@ -118,7 +118,8 @@ class SealWalk {
   /** The header's last checkpoint, which the file's last checkpoint line must be. */
   readonly #ends: ExportLatest | null;
   readonly #witnesses: readonly (CheckpointNote | WitnessCheck)[];
-  readonly #held = new Set<number>();
+  /** The file's root at each size a witness asks about (only those: a year is millions of checkpoints). */
+  readonly #held = new Map<number, string>();
   readonly #problems: SealProblem[] = [];
   #checkpoints = 0;
   #before = 0;
@@ -135,14 +136,7 @@ class SealWalk {
     this.#verifier = options.verifier ?? null;
     this.#tree = header.tree == null ? null : MerkleFrontier.fromJSON(JSON.stringify(header.tree));
     this.#ends = header.latest ?? null;
-    const verifiers = this.#verifier === null ? [] : [this.#verifier];
-    this.#witnesses = (options.witnesses ?? []).map((note): CheckpointNote | WitnessCheck => {
-      try {
-        return readCheckpointNote(note, verifiers);
-      } catch (err) {
-        return { ok: false, size: null, reason: `not a checkpoint note: ${(err as Error).message}` };
-      }
-    });
+    this.#witnesses = (options.witnesses ?? []).map((note) => readWitnessNote(note, this.#verifier));
   }
 
   event(e: EventRecord, line: number): void {
@@ -152,7 +146,7 @@ class SealWalk {
       return;
     }
     try {
-      this.#tree?.append(leafHash(eventHashInput(e)));
+      this.#tree?.append(eventLeafHash(e));
     } catch (err) {
       // Only a header whose tree is already 2^53 - 1 leaves: not a tree any log has.
       throw new AuditExportError(line, `the tree cannot take this event (${(err as Error).message})`);
@@ -178,7 +172,7 @@ class SealWalk {
         `it comes after checkpoint ${this.#latest.size}: checkpoint lines reordered or repeated`,
       );
     }
-    const root = tree.size === 0 ? EMPTY_ROOT_HEX : tree.root().toString('hex');
+    const root = tree.root().toString('hex');
     if (!this.#diverged && (note.size !== tree.size || note.rootHex !== root)) {
       this.#diverged = true;
       this.#problem(
@@ -190,10 +184,9 @@ class SealWalk {
             : 'the events before it do not give its root: an event was edited or reordered',
       );
     }
-    // Only the sizes a witness asks about are kept: a year of checkpoints is millions of them.
-    for (const w of this.#witnesses) {
-      if ('rootHex' in w && w.size === note.size && w.rootHex === note.rootHex && !this.#diverged)
-        this.#held.add(note.size);
+    // A root found again only: past a root that was not, the file's checkpoints prove nothing.
+    if (!this.#diverged && this.#witnesses.some((w) => w.size === note.size)) {
+      this.#held.set(note.size, note.rootHex);
     }
     this.#latest = { size: note.size, root: note.rootHex, sealedAt: note.sealedAt };
     if (first) this.#first = { size: note.size, root: note.rootHex };
@@ -229,18 +222,12 @@ class SealWalk {
 
   #witnessed(w: CheckpointNote | WitnessCheck): WitnessCheck {
     if (!('rootHex' in w)) return w;
-    const fail = (reason: string): WitnessCheck => ({ ok: false, size: w.size, reason });
-    if (this.#verifier !== null && !w.verified)
-      return fail(`not signed by the audit key ${this.#verifier.name}`);
-    if (w.origin !== this.#origin)
-      return fail(`a checkpoint of another log (${w.origin}), not of this file's (${this.#origin})`);
-    if (this.#held.has(w.size)) return { ok: true, size: w.size, reason: null };
-    const latest = this.#latest;
-    return fail(
-      latest === null || latest.size < w.size
-        ? `the file's log ends before size ${w.size} (latest ${latest?.size ?? 'none'}): truncated or rewritten`
-        : `the file holds no checkpoint of size ${w.size} with its root: rewritten`,
-    );
+    return judgeWitness(w, this.#verifier, {
+      holder: 'file',
+      origin: this.#origin,
+      rootAtSize: this.#held.get(w.size) ?? null,
+      latestSize: this.#latest?.size ?? null,
+    });
   }
 
   #problem(size: number, reason: string): void {

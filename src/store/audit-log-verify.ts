@@ -1,7 +1,7 @@
-import { eventHashInput } from './audit-chain.js';
+import { eventLeafHash } from './audit-chain.js';
 import { addedRanges, readLeaves } from './checkpoint-leaves.js';
 import { checkNoteOf, checkpointOrigin } from './checkpoint-note.js';
-import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import { MerkleFrontier } from './merkle-tree.js';
 import type { NoteVerifier } from './signed-note.js';
 import type { AuditStore, ChainHead, CheckpointRecord, UnsealedEvents } from './types.js';
 
@@ -145,7 +145,7 @@ function storedFrontier(cp: CheckpointRecord, problem: Report): MerkleFrontier |
     problem(cp.size, `its frontier is malformed (${(err as Error).message}): moved by hand`);
     return null;
   }
-  const root = tree.size === 0 ? EMPTY_ROOT_HEX : tree.root().toString('hex');
+  const root = tree.root().toString('hex');
   if (tree.size !== cp.size || root !== cp.root) {
     problem(cp.size, 'its frontier does not give its size and root: moved by hand');
     return null;
@@ -198,7 +198,7 @@ async function extend(
     }
   }
   const next = tree.clone();
-  for (const e of leaves) next.append(leafHash(eventHashInput(e)));
+  for (const e of leaves) next.append(eventLeafHash(e));
   if (next.root().toString('hex') !== cp.root) {
     problem(cp.size, 'its events do not give its root: an event was edited or reordered');
     return { tree: storedFrontier(cp, () => undefined), rehashed: k };

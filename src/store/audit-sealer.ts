@@ -1,7 +1,7 @@
-import { eventHashInput } from './audit-chain.js';
+import { eventLeafHash } from './audit-chain.js';
 import { type ChainPlan, checkChainLinks, readWithLink } from './chain-links.js';
 import { checkpointNote } from './checkpoint-note.js';
-import { EMPTY_ROOT_HEX, leafHash, MerkleFrontier } from './merkle-tree.js';
+import { MerkleFrontier } from './merkle-tree.js';
 import { nextBatch } from './next-batch.js';
 import { PeriodicRounds } from './periodic-rounds.js';
 import type { NoteSigner } from './signed-note.js';
@@ -260,7 +260,7 @@ export class AuditSealer {
     batch: CheckpointBatch | null,
   ): Promise<SealStep> {
     const frontier = MerkleFrontier.fromJSON(latest.frontier);
-    for (const event of leaves) frontier.append(leafHash(eventHashInput(event)));
+    for (const event of leaves) frontier.append(eventLeafHash(event));
     return this.#append(latest.size, latest.size + leaves.length, heads, batch, frontier);
   }
 
@@ -271,7 +271,7 @@ export class AuditSealer {
     batch: CheckpointBatch | null,
     frontier: MerkleFrontier,
   ): Promise<SealStep> {
-    const root = size === 0 ? EMPTY_ROOT_HEX : frontier.root().toString('hex');
+    const root = frontier.root().toString('hex');
     const sealedAt = this.#o.now().toISOString();
     const checkpoint: CheckpointRecord = Object.freeze({
       size,

@@ -29,6 +29,21 @@ function comparable(text: string): string[] {
   return [JSON.stringify(rest), ...events];
 }
 
+/** `audit prune` of everything sealed until now into `archive`. */
+function pruneNow(archive: string, ...extra: string[]): ReturnType<typeof runCli> {
+  return runCli([
+    'audit',
+    'prune',
+    '--store',
+    store,
+    '--before',
+    new Date().toISOString(),
+    '--archive',
+    archive,
+    ...extra,
+  ]);
+}
+
 beforeAll(async () => {
   const migrated = await runCli(['migrate', '--store', store]);
   expect(migrated.code, migrated.stderr).toBe(0);
@@ -162,16 +177,7 @@ describe('effectgate audit export / audit verify --file', () => {
       expect(comparable(readFileSync(live, 'utf8')).slice(1)).toEqual(expect.arrayContaining(before));
       // Pruning needs the store itself: refused, saying why, nothing written.
       const held = join(exportDir, 'held.jsonl');
-      const prune = await runCli([
-        'audit',
-        'prune',
-        '--store',
-        store,
-        '--before',
-        new Date().toISOString(),
-        '--archive',
-        held,
-      ]);
+      const prune = await pruneNow(held);
       expect(prune.code).toBe(1);
       expect(prune.stderr).toContain('cannot run while a gate holds this embedded store');
       expect(existsSync(held)).toBe(false);
@@ -194,19 +200,7 @@ describe('effectgate audit export / audit verify --file', () => {
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toContain('usage: effectgate audit');
     }
-    const pruneNow = (...extra: string[]) =>
-      runCli([
-        'audit',
-        'prune',
-        '--store',
-        store,
-        '--before',
-        new Date().toISOString(),
-        '--archive',
-        archive,
-        ...extra,
-      ]);
-    const r = await pruneNow('--json');
+    const r = await pruneNow(archive, '--json');
     expect(r.code, r.stderr).toBe(0);
     const result = JSON.parse(r.stdout) as { archived: number; removed: number };
     expect(result.archived).toBeGreaterThanOrEqual(8);
@@ -219,7 +213,7 @@ describe('effectgate audit export / audit verify --file', () => {
     // Again: the log is cut at the last checkpoint already, so nothing is removed and the archive
     // is left as it is (never written over: an archive that exists is refused before anything goes).
     const before = readFileSync(archive, 'utf8');
-    const again = await pruneNow();
+    const again = await pruneNow(archive);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toContain('audit log not pruned');
     expect(readFileSync(archive, 'utf8')).toBe(before);
