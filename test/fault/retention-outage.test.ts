@@ -9,11 +9,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { verifySealedLog } from '../../src/store/audit-log-verify.js';
+import { AuditSealer } from '../../src/store/audit-sealer.js';
 import { archiveAndPrune, type Store, verifyAuditExportFile } from '../../src/store/index.js';
 import { openKyselyStore } from '../../src/store/open-store.js';
 import { verifyStoreChain } from '../../src/store/store-events.js';
+import { testAuditKey } from '../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../helpers/store.js';
+import { allows } from '../integration/store/audit-history.js';
 import { type Allow, newKey, newRun, outcome, reserve } from '../integration/store/inputs.js';
 import { startTcpRelay, type TcpRelay } from './tcp-relay.js';
 
@@ -25,7 +29,11 @@ describe.skipIf(target === undefined)(
     let store: TestStore | undefined;
     let relay: TcpRelay | undefined;
     let relayed: Store | undefined;
-    const dir = mkdtempSync(join(tmpdir(), 'eg-retention-fault-'));
+    let dir = '';
+
+    beforeEach(() => {
+      dir = mkdtempSync(join(tmpdir(), 'eg-retention-fault-'));
+    });
 
     afterEach(async () => {
       relay?.up();
@@ -79,6 +87,60 @@ describe.skipIf(target === undefined)(
           )[0]!.n,
         ),
       ).toBe(0);
+      expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
+    });
+
+    it('a sealed log cut at a checkpoint, a removal step committed and its reply lost: the second run cuts the rest there, and the seal verifies throughout', async () => {
+      store = await openTestStore(target!);
+      store.exemptFromTrailCheck('its events are pruned on purpose');
+      const { signer, verifier } = testAuditKey('effectgate-retention-fault');
+      const sealer = new AuditSealer({ store, signer, maxEvents: 8 });
+      await allows(store, 30);
+      await sealer.seal();
+      const cut = (await store.latestCheckpoint())!;
+      await sleep(5);
+      const before = new Date();
+      await sleep(5);
+      await allows(store, 3);
+      await sealer.seal();
+      relay = await startTcpRelay();
+      relayed = await openKyselyStore({ url: relay.url(store.url), migrate: false });
+      const total = (await store.chainHeads()).reduce((n, h) => n + h.lastSeq, 0);
+
+      const trapped = relay.trigger({ pattern: 'eg_prune($1)', when: 'after-reply', action: 'down' });
+      const first = archiveAndPrune(relayed, before, join(dir, 'first.jsonl'));
+      await trapped;
+      await expect(first).rejects.toMatchObject({ code: 'EG_ERR_AUDIT_CHAIN_BROKEN' });
+      relay.up();
+
+      // Some chains are cut at the checkpoint, the others not yet; nothing is lost, all verifies.
+      expect(await verifyAuditExportFile(join(dir, 'first.jsonl'), { verifier })).toMatchObject({
+        ok: true,
+        checked: cut.size,
+        seal: { latest: { size: cut.size } },
+      });
+      const removed = (await store.chainHeads()).reduce((n, h) => n + (h.baseSeq ?? 0), 0);
+      expect(removed).toBeGreaterThan(0);
+      expect(removed).toBeLessThan(cut.size);
+      const count = async (): Promise<number> =>
+        Number((await store!.query<{ n: string }>('select count(*) as n from events'))[0]!.n);
+      expect((await count()) + removed).toBe(total);
+      expect(await verifySealedLog(store, verifier)).toMatchObject({ ok: true, problems: [] });
+      expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
+
+      // Again: the same checkpoint, the rest of what it sealed, from a file that verifies alone.
+      const second = await archiveAndPrune(relayed, before, join(dir, 'second.jsonl'));
+      expect(second).toMatchObject({
+        checkpoint: cut.size,
+        archived: cut.size - removed,
+        removed: cut.size - removed,
+      });
+      expect(await verifyAuditExportFile(join(dir, 'second.jsonl'), { verifier })).toMatchObject({
+        ok: true,
+      });
+      for (const h of await store.chainHeads()) expect(h.baseSeq ?? 0).toBe(cut.heads[String(h.chain)] ?? 0);
+      expect(await count()).toBe(total - cut.size);
+      expect(await verifySealedLog(store, verifier)).toMatchObject({ ok: true, problems: [] });
       expect(await verifyStoreChain(store)).toMatchObject({ ok: true, broken: [] });
     });
   },
