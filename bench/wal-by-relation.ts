@@ -8,11 +8,11 @@
  *
  * The hot path writes no operation or attempt row (and no decision row): a third phase is the
  * projector's rounds that make the `decisions`, `operations` and `attempts` rows of the first two
- * phases' calls, as the gate's projector runs them (up to 500 events per chain a round), counted
+ * phases' calls, as the gate's projector runs them (a batch of up to its limit a round), counted
  * per allow. A fourth and fifth measure the rows alone (eg_project_rows.sql) for the same allows:
  * both tables emptied (outside the measured window), then made again from the allows' events, once
- * in calls of up to 500 events per chain (a projector that finds an allow's two events in one
- * round) and once one event per chain per call (each row written twice, the worst it can do).
+ * in calls of up to 500 events (a projector that finds an allow's two events in one round) and
+ * once one event per call (each row written twice, the worst it can do).
  *
  * `node --import tsx bench/wal-by-relation.ts [postgres admin url] [N]`
  */
@@ -83,7 +83,7 @@ try {
   await phase(
     "allows projected by the projector (decisions, operations, attempts; warm-ups included, and the duplicates' decision rows)",
     async (store) => {
-      // Bounded: each round takes up to 500 events of every chain.
+      // Bounded: each round takes a batch of events, at most 10,000 rounds.
       for (let round = 0; round < 10_000; round++) {
         if (!(await store.projectEvents({ wait: false })).more) return;
       }
@@ -101,34 +101,23 @@ try {
     await admin.query('vacuum attempts, operations');
   };
   const project = async (perCall: number): Promise<void> => {
-    const heads = (
-      await admin.query<{ id: number; s: string }>(
-        'select id, last_seq::text as s from chain_head order by id',
+    const positions = (
+      await admin.query<{ p: string }>(
+        'select pos::text as p from events where operation_id is not null order by pos',
       )
-    ).rows;
-    let after = heads.map(() => 0);
-    // Bounded: each call moves every unfinished chain on by at least one event.
-    while (after.some((a, i) => a < Number(heads[i]!.s))) {
-      const through = after.map((a, i) => Math.min(a + perCall, Number(heads[i]!.s)));
-      await admin.query('select eg_project_rows($1::int[], $2::bigint[], $3::bigint[])', [
-        heads.map((h) => h.id),
-        after,
-        through,
-      ]);
-      after = through;
+    ).rows.map((r) => r.p);
+    // Bounded: each call takes at least one event.
+    for (let from = 0; from < positions.length; from += perCall) {
+      await admin.query('select eg_project_rows($1::bigint[])', [positions.slice(from, from + perCall)]);
     }
   };
   const projected = { calls: allows, before: empty };
   await phase(
-    'allows projected (warm-ups included), up to 500 events of a chain per call',
+    'allows projected (warm-ups included), up to 500 events per call',
     () => project(500),
     projected,
   );
-  await phase(
-    'allows projected (warm-ups included), one event of a chain per call',
-    () => project(1),
-    projected,
-  );
+  await phase('allows projected (warm-ups included), one event per call', () => project(1), projected);
 } finally {
   await admin.end();
   await db.drop();

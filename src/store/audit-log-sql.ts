@@ -65,8 +65,9 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
     read.target ?? (await sql<{ s: string }>`select pg_current_snapshot()::text as s`.execute(db)).rows[0]!.s;
   // A later statement sees every transaction `target` sees (they committed before it was taken),
   // so the two statements read what one would. The batch after a snapshot is found by
-  // transaction id (eg_batch_events, events_tx_idx); the first one, past the heads the old form
-  // sealed, by each chain's unsealed tail (primary key), never by scanning the log.
+  // transaction id (eg_batch_events, events_tx_idx), and its rest by position; the first one, past
+  // the heads the old form sealed, by each chain's unsealed tail (events_chain_seq_idx), never by
+  // scanning the log.
   const { rows } =
     read.after === null
       ? await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
@@ -74,9 +75,16 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
           join events e on e.chain = h.id and e.seq > coalesce((${JSON.stringify(read.sealed)}::jsonb ->> h.id::text)::bigint, 0)
           where e.tx is not null and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot) and e.pos > ${read.from}
           order by e.pos limit ${read.limit}`.execute(db)
-      : await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
+      : read.from === 0
+        ? await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
           from eg_batch_events(${read.after}::pg_snapshot, ${target}::pg_snapshot) e
-          where e.pos > ${read.from}
+          order by e.pos limit ${read.limit}`.execute(db)
+        : // A batch's rest, from the last position sealed, in the primary key's order (migration
+          // 0027): reading it again by transaction id would read all of it, every round.
+          await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
+          from events e
+          where e.pos > ${read.from} and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot)
+            and not pg_visible_in_snapshot(e.tx, ${read.after}::pg_snapshot)
           order by e.pos limit ${read.limit}`.execute(db);
   return Object.freeze({
     target,

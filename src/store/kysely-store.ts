@@ -586,7 +586,9 @@ export class KyselyStore implements Store {
         .select(['chain', 'seq', 'type', 'operation_id', 'payload', 'prev_hash', 'hash'])
         // As text: exact whatever the driver does with bigint.
         .select(sql<string>`recorded_at_us::text`.as('recorded_at_us'))
-        // A row comparison the primary key index (chain, seq) answers directly.
+        // A row comparison the index of the chained events (events_chain_seq_idx, partial: `seq is
+        // not null` lets the planner use it) answers directly.
+        .where('seq', 'is not', null)
         .where((eb) => eb(eb.refTuple('chain', 'seq'), '>', eb.tuple(from.chain, from.seq)))
         .orderBy('chain')
         .orderBy('seq')

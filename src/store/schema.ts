@@ -187,8 +187,11 @@ export interface EventsTable {
   hash: string;
   /** Migration 0024: the writer's top-level transaction id (xid8, as text); null on older events. */
   tx: ColumnType<string | null, never, never>;
-  /** Migration 0024: the store's order of inserts (sequence events_pos); null on older events. */
-  pos: ColumnType<string | null, never, never>;
+  /**
+   * Migration 0024: the store's order of inserts (sequence events_pos); the primary key since
+   * migration 0027, which numbered older events below every other.
+   */
+  pos: ColumnType<string, never, never>;
 }
 
 export interface ChainHeadTable {

@@ -30,7 +30,7 @@ export async function projectedRowMismatches(db: Kysely<any>): Promise<TrailMism
 
 /**
  * Steps: how many events one call takes, in turn, in the order the projection reads them (by
- * position; events from before positions by chain and seq, first); null: all of them at once.
+ * position); null: all of them at once.
  */
 // biome-ignore lint/suspicious/noExplicitAny: any database shape
 async function projectedOnce(db: Kysely<any>, steps: readonly number[] | null): Promise<TrailMismatch[]> {
@@ -47,16 +47,14 @@ async function projectedOnce(db: Kysely<any>, steps: readonly number[] | null): 
       await sql`update eg_written_operations set event_pos = null`.execute(tx);
       await sql`delete from attempts`.execute(tx);
       await sql`delete from operations`.execute(tx);
-      const { rows: events } = await sql<{ chain: number; seq: string }>`
-        select chain, seq::text from events where operation_id is not null
-        order by pos nulls first, chain, seq`.execute(tx);
+      // Ordered by the column, not by its text.
+      const { rows: events } = await sql<{ pos: string }>`
+        select e.pos::text as pos from events e where e.operation_id is not null order by e.pos`.execute(tx);
       // Bounded: every round takes at least one event.
       for (let from = 0, round = 0; from < events.length; round++) {
         const step = steps === null ? events.length : steps[round % steps.length]!;
         const taken = events.slice(from, from + step);
-        await sql`select eg_project_rows(${taken.map((e) => e.chain)}::int[], ${taken.map((e) => e.seq)}::bigint[])`.execute(
-          tx,
-        );
+        await sql`select eg_project_rows(${taken.map((e) => e.pos)}::bigint[])`.execute(tx);
         from += taken.length;
       }
       await sql`update operations set event_pos = null`.execute(tx);

@@ -22,8 +22,7 @@ set enable_seqscan = off set jit = off as $$
   declare
     v_c log_projection%rowtype;
     v_started boolean;
-    v_chains int[];
-    v_seqs bigint[];
+    v_pos bigint[];
     v_last bigint;
     v_taken int;
   begin
@@ -40,14 +39,28 @@ set enable_seqscan = off set jit = off as $$
       -- all of it.
       update log_projection set target_snapshot = pg_current_snapshot(), through_pos = 0 where id returning * into v_c;
     end if;
-    select array_agg(b.chain order by b.pos), array_agg(b.seq order by b.pos), max(b.pos), count(*)
-      into v_chains, v_seqs, v_last, v_taken
-    from (select e.chain, e.seq, e.pos from eg_unseen_events(v_c.after_snapshot) e
-          where pg_visible_in_snapshot(e.tx, v_c.target_snapshot) and e.pos > v_c.through_pos
-          order by e.pos limit p_limit) b;
+    if v_c.through_pos = 0 then
+      -- A batch's first round finds it by transaction id, and takes its first events.
+      select array_agg(b.pos order by b.pos), max(b.pos), count(*)
+        into v_pos, v_last, v_taken
+      from (select e.pos from eg_unseen_events(v_c.after_snapshot) e
+            where pg_visible_in_snapshot(e.tx, v_c.target_snapshot)
+            order by e.pos limit p_limit) b;
+    else
+      -- The rounds after it go on from the last position taken, in the primary key's order
+      -- (migration 0027): each reads about the events it takes, where reading the batch again
+      -- by transaction id would read all of its rest, every round (a long backlog's cost would
+      -- grow with its square).
+      select array_agg(b.pos order by b.pos), max(b.pos), count(*)
+        into v_pos, v_last, v_taken
+      from (select e.pos from events e
+            where e.pos > v_c.through_pos and pg_visible_in_snapshot(e.tx, v_c.target_snapshot)
+              and not pg_visible_in_snapshot(e.tx, v_c.after_snapshot)
+            order by e.pos limit p_limit) b;
+    end if;
     if v_taken > 0 then
-      perform eg_project_decisions(v_chains, v_seqs);
-      perform eg_project_rows(v_chains, v_seqs);
+      perform eg_project_decisions(v_pos);
+      perform eg_project_rows(v_pos);
     end if;
     if v_taken < p_limit then
       update log_projection set after_snapshot = target_snapshot, target_snapshot = null, through_pos = 0 where id;

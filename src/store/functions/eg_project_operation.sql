@@ -30,8 +30,7 @@ create or replace function eg_project_operation(p_op text) returns void language
 set enable_seqscan = off set jit = off as $$
   declare
     v_after pg_snapshot;
-    v_chains int[];
-    v_seqs bigint[];
+    v_pos bigint[];
   begin
     if p_op = any(string_to_array(current_setting('eg.unprojected', true), ' ')) then
       raise exception 'effectgate: operation % has events this batch has not appended yet', p_op
@@ -48,11 +47,11 @@ set enable_seqscan = off set jit = off as $$
         perform eg_project_legacy();
         select after_snapshot into v_after from log_projection where id;
       end if;
-      select array_agg(e.chain order by e.pos), array_agg(e.seq order by e.pos) into v_chains, v_seqs
+      select array_agg(e.pos order by e.pos) into v_pos
       from eg_unseen_events(v_after) e
       where e.operation_id is not null and (p_op is null or e.operation_id = p_op)
         and e.pos > coalesce((select o.event_pos from operations o where o.id = e.operation_id), -1);
-      exit when v_chains is null;
-      perform eg_project_rows(v_chains, v_seqs);
+      exit when v_pos is null;
+      perform eg_project_rows(v_pos);
     end loop;
   end $$;

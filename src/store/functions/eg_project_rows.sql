@@ -5,11 +5,11 @@
 -- closes, also rebuilds both tables with it from the events alone into empty tables and compares
 -- them with the rows the store holds (test/helpers/projected-rows.ts).
 --
--- Takes the events named by (p_chains[n], p_seqs[n]): the projection's batch (eg_project), or one
--- operation's events not yet projected (eg_project_operation). Only an operation's own events
--- (operation_id set) change its rows, and its events are in the order its writers saw each other
--- in by `pos` (migration 0024; an event from before it has none and is ordered by its chain's seq,
--- before every event that has one). An operation's rows take the events only when the newest of
+-- Takes the events at the positions in p_pos (migration 0027): the projection's batch (eg_project),
+-- or one operation's events not yet projected (eg_project_operation). Only an operation's own
+-- events (operation_id set) change its rows, and its events are in the order its writers saw each
+-- other in by `pos` (migration 0024; an event from before it was numbered by migration 0027 below
+-- every other, in its chain's order). An operation's rows take the events only when the newest of
 -- them is newer than the newest the rows hold (operations.event_pos, migration 0025): so an older
 -- event never lands over a newer one, whichever of the projector, a reader and a rare path brought
 -- it. Within the events taken, an operation's state is its last stated change, and an attempt's row
@@ -37,11 +37,11 @@
 -- plan is key probes whatever the number of events, and planning this statement cost about as
 -- much as running it for the one operation a rare path brings up to date (bench/README.md, "The
 -- projection by snapshot").
-create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
+create or replace function eg_project_rows(p_pos bigint[])
     returns void language plpgsql set plan_cache_mode = force_generic_plan as $$
   begin
     with ev as materialized (
-      select e.chain, e.seq, coalesce(e.pos, 0) as pos, e.type, e.operation_id as op, x.p -> 'input' as i, x.p -> 'decision' as d,
+      select e.pos, e.type, e.operation_id as op, x.p -> 'input' as i, x.p -> 'decision' as d,
         x.p -> 'facts' as f,
         -- The time of the transaction that wrote it, as the event states it.
         coalesce(x.p -> 'decision' ->> 'decidedAt', x.p -> 'facts' ->> 'finishedAt',
@@ -52,8 +52,8 @@ create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
         -- outcome made unknown), so it counts only when nothing else in the event changes it.
         coalesce(x.p -> 'facts' -> 'operation' -> 'stateChange' ->> 'to', x.p -> 'facts' -> 'stateChange' ->> 'to',
           x.p -> 'facts' -> 'outcomeLost' -> 'stateChange' ->> 'to') as to_state
-      from unnest(p_chains, p_seqs) as k(chain, seq)
-      join events e on e.chain = k.chain and e.seq = k.seq
+      from unnest(p_pos) as k(pos)
+      join events e on e.pos = k.pos
       -- `offset 0`: parsed once. Without it the planner inlines the subquery and every `x.p` below
       -- parses the payload again (15 times an event: 448 against 79 ms for 4,400 events).
       cross join lateral (select e.payload::jsonb as p offset 0) x
@@ -70,9 +70,8 @@ create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
         or ((f -> 'outcomeLost' ->> 'marked')::boolean and (f -> 'outcomeLost' ->> 'alreadyMarked') is distinct from 'true')
       group by op
     ), changed as (
-      -- Each operation's last change among the events taken (an event from before migration 0024
-      -- has no position: its chain's seq orders it, and it comes before every event that has one).
-      select distinct on (op) op, at, to_state as state from ev where to_state is not null order by op, pos desc, seq desc
+      -- Each operation's last change among the events taken.
+      select distinct on (op) op, at, to_state as state from ev where to_state is not null order by op, pos desc
     ), opened as (
       select ev.*, (ev.f -> 'operation' ->> 'opened')::boolean as new_op, ev.f -> 'attempt' as att
       from ev where ev.type = 'decision.allow' and ev.d ->> 'attemptId' is not null
@@ -80,11 +79,11 @@ create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
       select i ->> 'attemptId' as id, op, i, f from ev where type = 'attempt.outcome'
     ), lost as (
       select distinct on (id) id, op, error, at from (
-        select f -> 'outcomeLost' ->> 'attemptId' as id, op, f -> 'outcomeLost' ->> 'error' as error, at, pos, seq from ev
+        select f -> 'outcomeLost' ->> 'attemptId' as id, op, f -> 'outcomeLost' ->> 'error' as error, at, pos from ev
         where (f -> 'outcomeLost' ->> 'marked')::boolean and (f -> 'outcomeLost' ->> 'alreadyMarked') is distinct from 'true'
         union all
-        select i ->> 'attemptId', op, f ->> 'error', at, pos, seq from ev where type = 'attempt.recovered'
-      ) l order by id, pos desc, seq desc
+        select i ->> 'attemptId', op, f ->> 'error', at, pos from ev where type = 'attempt.recovered'
+      ) l order by id, pos desc
     ), new_operations as (
       insert into operations (id, tool_id, tenant, area, agent, state, key_hash, key_values, idempotency_header,
         run_id, step, worker, agent_version, supersedes_operation_id, unknown_rule, window_ms, created_at, updated_at,
@@ -106,7 +105,7 @@ create or replace function eg_project_rows(p_chains int[], p_seqs bigint[])
       update operations o set state = coalesce(c.state, o.state), updated_at = coalesce(c.at, o.updated_at),
         event_pos = w.v
       from versions w left join changed c on c.op = w.op
-      where o.id = w.op and coalesce(o.event_pos, -1) < w.v
+      where o.id = w.op and (o.event_pos is null or o.event_pos < w.v)
       returning o.id
     ), new_attempts as (
       insert into attempts (id, operation_id, number, decision_id, run_id, step, worker, dispatch_state,

@@ -24,6 +24,7 @@ import { migration0023 } from './0023-row-projection/index.js';
 import { migration0024 } from './0024-event-order/index.js';
 import { migration0025 } from './0025-projection-by-snapshot/index.js';
 import { migration0026 } from './0026-sealing-by-snapshot/index.js';
+import { migration0027 } from './0027-events-by-position/index.js';
 
 /*
  * Schema migrations, one folder each. Listed in code, not discovered on disk, so they work
@@ -60,6 +61,7 @@ const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '0024-event-order': migration0024,
   '0025-projection-by-snapshot': migration0025,
   '0026-sealing-by-snapshot': migration0026,
+  '0027-events-by-position': migration0027,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -62,12 +62,10 @@ for (const target of storeTargets()) {
       const first = await unknownAfterProjection();
       await store.addObservation(resolution(first.operationId));
       expect((await store.getOperation(first.operationId))?.state).toBe('succeeded');
-      const [unknown] = await store.rawQuery<{ chain: number; seq: string }>(
-        `select chain, seq::text from events where operation_id = '${first.operationId}' and type = 'attempt.outcome'`,
+      const [unknown] = await store.rawQuery<{ pos: string }>(
+        `select pos::text from events where operation_id = '${first.operationId}' and type = 'attempt.outcome'`,
       );
-      await store.rawQuery(
-        `select eg_project_rows(array[${unknown!.chain}], array[${unknown!.seq}]::bigint[])`,
-      );
+      await store.rawQuery(`select eg_project_rows(array[${unknown!.pos}]::bigint[])`);
       expect(await stateOf(first.operationId)).toBe('succeeded');
     });
 

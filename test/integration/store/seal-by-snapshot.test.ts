@@ -233,7 +233,7 @@ for (const target of storeTargets()) {
           'select id from chain_head where last_seq = 0 order by id limit 1',
         );
         await store.query(`insert into events (chain, seq, type, operation_id, payload, prev_hash, hash, recorded_at, recorded_at_us, tx, pos)
-          select ${free!.id}, 1, type, operation_id, payload, repeat('0', 64), hash, recorded_at, recorded_at_us, tx, pos - 0
+          select ${free!.id}, 1, type, operation_id, payload, repeat('0', 64), hash, recorded_at, recorded_at_us, tx, nextval('events_pos')
           from events where pos = (select max(pos) from events)`);
         const report = await verifySealedLog(store, verifier);
         expect(report.ok).toBe(false);
@@ -267,9 +267,10 @@ for (const target of storeTargets()) {
       const old = await openTestStore(target);
       try {
         await decideMany(old, 12);
-        // As the events looked before migration 0024.
+        // As events from before migration 0024 look once migration 0027 has numbered them: no
+        // transaction id, a position below every other.
         await old.query('alter table events disable trigger all');
-        await old.query('update events set tx = null, pos = null');
+        await old.query('update events set tx = null, pos = pos - 1000000');
         await old.query('alter table events enable trigger all');
         // Written after the upgrade, before its first seal: sealed by chain with the rest.
         await decideMany(old, 3);
