@@ -23,11 +23,13 @@ export type { PolicySet, Tool } from './policy/index.js';
 export { loadPolicies } from './policy/index.js';
 export type {
   ApprovalRecord,
+  ChainedEvent,
   DecisionRecord,
   EventRecord,
   ObservationRecord,
   OperationRecord,
   Scope,
   Store,
+  UnchainedEvent,
 } from './store/index.js';
 export { openStore, serveStoreSocket, verifyChain } from './store/index.js';

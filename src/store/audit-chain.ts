@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { leafHash } from './merkle-tree.js';
-import type { ChainHead, EventRecord } from './types.js';
+import type { ChainedEvent, ChainHead, EventRecord } from './types.js';
 
 /** `prev_hash` of the first event of every chain, and `last_hash` of an empty chain. */
 export const GENESIS_HASH = '0'.repeat(64);
@@ -51,7 +51,7 @@ type HashedFields = 'chain' | 'seq' | 'type' | 'operationId' | 'recordedAtUs' | 
  * event (within its chain or to another one) changes its hash, and the `prev_hash` link makes
  * deleting or inserting one visible.
  */
-export function computeEventHash(e: Pick<EventRecord, HashedFields>): string {
+export function computeEventHash(e: Pick<ChainedEvent, HashedFields>): string {
   return createHash('sha256').update(eventHashInput(e), 'utf8').digest('hex');
 }
 
@@ -59,12 +59,33 @@ export function computeEventHash(e: Pick<EventRecord, HashedFields>): string {
  * The text an event's hash is taken over; also the data of its leaf in the sealed log's Merkle
  * tree (audit-sealer.ts), so a leaf covers the event's every field and its link to the previous one.
  */
-export function eventHashInput(e: Pick<EventRecord, HashedFields>): string {
+export function eventHashInput(e: Pick<ChainedEvent, HashedFields>): string {
   return `${e.prevHash}\n${e.chain}\n${e.seq}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`;
 }
 
-/** An event's leaf hash in the sealed log's tree: what the sealer folds in and every verifier rebuilds. */
-export function eventLeafHash(e: Pick<EventRecord, HashedFields>): Buffer {
+/** Whether an event has a chain (seq, link and hash), which events from before migration 0027 all have. */
+export function isChained(e: EventRecord): e is ChainedEvent {
+  return e.seq !== null;
+}
+
+/**
+ * The first line of the leaf of an event without a chain. A chained event's leaf data begins with
+ * its 64-hex link, so no leaf of one form is the leaf of the other.
+ */
+export const UNCHAINED_LEAF_TAG = 'effectgate-event/unchained';
+
+/**
+ * An event's leaf hash in the sealed log's tree: what the sealer folds in and every verifier
+ * rebuilds. A chained event's leaf is its hash input (every field and its link to the previous
+ * one); an event without a chain has no hash of its own, so its leaf covers its position and
+ * every field, and is all that protects it once sealed.
+ */
+export function eventLeafHash(e: EventRecord): Buffer {
+  if (e.seq === null) {
+    return leafHash(
+      `${UNCHAINED_LEAF_TAG}\n${e.pos}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`,
+    );
+  }
   return leafHash(eventHashInput(e));
 }
 
@@ -83,7 +104,7 @@ interface ChainState {
  * given are checked.
  */
 export async function verifyChain(
-  events: AsyncIterable<EventRecord> | Iterable<EventRecord>,
+  events: AsyncIterable<ChainedEvent> | Iterable<ChainedEvent>,
   heads: readonly ChainHead[] | null,
 ): Promise<AuditReport> {
   const chains = new Map<number, ChainState>();
@@ -169,7 +190,7 @@ function headRowProblems(heads: readonly ChainHead[]): BadEvent[] {
   return problems;
 }
 
-function eventProblem(e: EventRecord, chain: number, state: ChainState): string | null {
+function eventProblem(e: ChainedEvent, chain: number, state: ChainState): string | null {
   const seq = Number(e.seq);
   if (!Number.isInteger(chain) || chain < 0 || chain >= EVENT_CHAINS) {
     return `chain ${e.chain} is not a chain of this store (event inserted)`;

@@ -1,7 +1,7 @@
 import { EffectgateError } from '../errors.js';
 import { EVENT_CHAINS, GENESIS_HASH } from './audit-chain.js';
 import { MerkleFrontier } from './merkle-tree.js';
-import type { ChainHead, EventRecord } from './types.js';
+import type { ChainedEvent, ChainHead } from './types.js';
 
 /*
  * The lines of an `audit export` (audit-export.ts writes them, audit-export-verify.ts checks
@@ -66,8 +66,8 @@ export class AuditExportError extends EffectgateError {
 }
 
 /** The export line of one event: its stored fields, nothing else. */
-export function eventLine(e: EventRecord): string {
-  const line: EventRecord = {
+export function eventLine(e: ChainedEvent): string {
+  const line: ChainedEvent = {
     chain: e.chain,
     seq: e.seq,
     type: e.type,
@@ -198,7 +198,7 @@ function parseLatest(latest: unknown, treeless: boolean): ExportLatest | null {
 }
 
 /** An event line, or (version 3) a checkpoint line. */
-export function parseBodyLine(text: string, line: number, v3: boolean): EventRecord | CheckpointLine {
+export function parseBodyLine(text: string, line: number, v3: boolean): ChainedEvent | CheckpointLine {
   const value = parseJsonObject(text, line, v3 ? 'an event or a checkpoint' : 'an event');
   if (v3 && Object.hasOwn(value, 'checkpoint')) {
     onlyFields(value, ['checkpoint'], line, 'checkpoint');

@@ -13,7 +13,7 @@ import type { SealProblem } from './audit-log-verify.js';
 import { type CheckpointNote, checkNoteOf } from './checkpoint-note.js';
 import { MerkleFrontier } from './merkle-tree.js';
 import type { NoteVerifier } from './signed-note.js';
-import type { EventRecord } from './types.js';
+import type { ChainedEvent } from './types.js';
 import { judgeWitness, readWitnessNote, type WitnessCheck } from './witness-check.js';
 
 /*
@@ -88,7 +88,7 @@ export async function verifyAuditExport(
       );
     }
     const seal = v3 ? new SealWalk(header, options) : null;
-    async function* events(): AsyncGenerator<EventRecord, void, undefined> {
+    async function* events(): AsyncGenerator<ChainedEvent, void, undefined> {
       for (;;) {
         const next = await numbered.next();
         if (next.done) return;
@@ -139,7 +139,7 @@ class SealWalk {
     this.#witnesses = (options.witnesses ?? []).map((note) => readWitnessNote(note, this.#verifier));
   }
 
-  event(e: EventRecord, line: number): void {
+  event(e: ChainedEvent, line: number): void {
     // Before the first checkpoint: sealed earlier, by checkpoints the file starts after.
     if (this.#tree !== null && this.#checkpoints === 0) {
       this.#before += 1;

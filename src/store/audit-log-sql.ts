@@ -1,13 +1,13 @@
 import { type Kysely, sql } from 'kysely';
-import { toEvent } from './records.js';
+import { type EventRow, toChainedEvent, toEvent } from './records.js';
 import type { Database } from './schema.js';
 import type {
   BatchEvents,
   BatchRead,
+  ChainedEvent,
   CheckpointBatch,
   CheckpointRecord,
   EventRange,
-  EventRecord,
   SealedHeads,
   UnsealedEvents,
 } from './types.js';
@@ -29,35 +29,21 @@ export async function auditLogId(db: Kysely<Database>): Promise<string> {
   return row.value;
 }
 
-interface EventRow {
-  chain: number;
-  seq: string;
-  type: string;
-  operation_id: string | null;
-  payload: string;
-  prev_hash: string;
-  hash: string;
-  recorded_at_us: string;
-}
-
-const EVENT_COLUMNS = sql`e.chain, e.seq, e.type, e.operation_id, e.payload, e.prev_hash, e.hash,
-  e.recorded_at_us::text as recorded_at_us`;
-
-function toEventRecord(row: EventRow): EventRecord {
-  return toEvent({ ...row, seq: row.seq as unknown as number });
-}
+// `pos`, `seq` and the time as text: exact whatever the driver does with bigint.
+const EVENT_COLUMNS = sql`e.pos::text as pos, e.chain, e.seq::text as seq, e.type, e.operation_id, e.payload,
+  e.prev_hash, e.hash, e.recorded_at_us::text as recorded_at_us`;
 
 export async function readEventRanges(
   db: Kysely<Database>,
   ranges: readonly EventRange[],
-): Promise<EventRecord[]> {
+): Promise<ChainedEvent[]> {
   if (ranges.length === 0) return [];
   // One statement for every range: a nested loop over the primary key (chain, seq) per range.
   const { rows } = await sql<EventRow>`select ${EVENT_COLUMNS}
     from jsonb_to_recordset(${JSON.stringify(ranges)}::jsonb) as r("chain" int, "after" bigint, "upTo" bigint)
     join events e on e.chain = r."chain" and e.seq > r."after" and e.seq <= r."upTo"
     order by e.chain, e.seq`.execute(db);
-  return rows.map(toEventRecord);
+  return rows.map(toChainedEvent);
 }
 
 export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<BatchEvents> {
@@ -66,29 +52,43 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
   // A later statement sees every transaction `target` sees (they committed before it was taken),
   // so the two statements read what one would. The batch after a snapshot is found by
   // transaction id (eg_batch_events, events_tx_idx), and its rest by position; the first one, past
-  // the heads the old form sealed, by each chain's unsealed tail (events_chain_seq_idx), never by
-  // scanning the log.
+  // the heads the old form sealed, by each chain's unsealed tail (events_chain_seq_idx) and, for
+  // the events without a chain (which the old form never sealed), by position from `from`: they
+  // were all written after every chained one but a few in flight, so that range reads little else.
+  const upTo = typeof read.upTo === 'number' ? read.upTo : Number.MAX_SAFE_INTEGER;
   const { rows } =
     read.after === null
-      ? await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
-          from chain_head h
-          join events e on e.chain = h.id and e.seq > coalesce((${JSON.stringify(read.sealed)}::jsonb ->> h.id::text)::bigint, 0)
-          where e.tx is not null and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot) and e.pos > ${read.from}
-          order by e.pos limit ${read.limit}`.execute(db)
-      : read.from === 0
-        ? await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
+      ? await sql<EventRow>`select b.pos, b.chain, b.seq, b.type, b.operation_id, b.payload, b.prev_hash, b.hash,
+            b.recorded_at_us
+          from ((select ${EVENT_COLUMNS}, e.pos as ord
+                 from chain_head h
+                 join events e on e.chain = h.id and e.seq > coalesce((${JSON.stringify(read.sealed)}::jsonb ->> h.id::text)::bigint, 0)
+                 where e.tx is not null and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot)
+                   and e.pos > ${read.from} and e.pos <= ${upTo}
+                 order by e.pos limit ${read.limit})
+                union all
+                (select ${EVENT_COLUMNS}, e.pos as ord
+                 from events e
+                 where e.pos > ${read.from} and e.pos <= ${upTo} and e.seq is null
+                   and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot)
+                 order by e.pos limit ${read.limit})) b
+          order by b.ord limit ${read.limit}`.execute(db)
+      : read.from === 0 || read.upTo === 'end'
+        ? await sql<EventRow>`select ${EVENT_COLUMNS}
           from eg_batch_events(${read.after}::pg_snapshot, ${target}::pg_snapshot) e
+          where e.pos > ${read.from} and e.pos <= ${upTo}
           order by e.pos limit ${read.limit}`.execute(db)
         : // A batch's rest, from the last position sealed, in the primary key's order (migration
           // 0027): reading it again by transaction id would read all of it, every round.
-          await sql<EventRow & { pos: string }>`select ${EVENT_COLUMNS}, e.pos::text as pos
+          await sql<EventRow>`select ${EVENT_COLUMNS}
           from events e
-          where e.pos > ${read.from} and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot)
+          where e.pos > ${read.from} and e.pos <= ${upTo}
+            and pg_visible_in_snapshot(e.tx, ${target}::pg_snapshot)
             and not pg_visible_in_snapshot(e.tx, ${read.after}::pg_snapshot)
           order by e.pos limit ${read.limit}`.execute(db);
   return Object.freeze({
     target,
-    events: Object.freeze(rows.map(toEventRecord)),
+    events: Object.freeze(rows.map(toEvent)),
     positions: Object.freeze(rows.map((row) => Number(row.pos))),
   });
 }
@@ -228,14 +228,26 @@ function unsealedByChain(db: Kysely<Database>, latest: CheckpointRecord | null):
   // A chain's sealed seq is never below its base: retention removes only sealed events, and
   // before the first checkpoint the log starts at the bases.
   const heads = latest?.heads ?? null;
+  // The events without a chain: none is sealed before a first batch (the old form seals by chain
+  // only), which seals those its target sees, up to `through` if it is cut there.
+  const b = latest?.batch ?? null;
+  const unchained =
+    b === null
+      ? sql`select e.recorded_at_us from events e where e.seq is null`
+      : sql`select e.recorded_at_us from eg_unseen_events(${b.target}::pg_snapshot) e where e.seq is null
+          union all
+          select e.recorded_at_us from events e
+          where ${b.through !== null} and e.pos > ${b.through ?? 0} and e.seq is null
+            and pg_visible_in_snapshot(e.tx, ${b.target}::pg_snapshot)`;
   return sql<{ count: string; oldest_us: string | null }>`
     with s as (
       select h.id, h.last_seq,
         greatest(h.base_seq, coalesce((${JSON.stringify(heads ?? {})}::jsonb ->> h.id::text)::bigint, 0)) as sealed
       from chain_head h
-    )
-    select coalesce(sum(greatest(s.last_seq - s.sealed, 0)), 0)::text as count,
-      (select min(e.recorded_at_us) from events e join s on e.chain = s.id and e.seq = s.sealed + 1)::text as oldest_us
+    ), u as (${unchained})
+    select (coalesce(sum(greatest(s.last_seq - s.sealed, 0)), 0) + (select count(*) from u))::text as count,
+      least((select min(e.recorded_at_us) from events e join s on e.chain = s.id and e.seq = s.sealed + 1),
+            (select min(u.recorded_at_us) from u))::text as oldest_us
     from s`.execute(db);
 }
 

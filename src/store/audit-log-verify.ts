@@ -1,4 +1,4 @@
-import { eventLeafHash } from './audit-chain.js';
+import { eventLeafHash, isChained } from './audit-chain.js';
 import { addedRanges, readLeaves } from './checkpoint-leaves.js';
 import { checkNoteOf, checkpointOrigin } from './checkpoint-note.js';
 import { MerkleFrontier } from './merkle-tree.js';
@@ -166,9 +166,12 @@ async function extend(
     problem(cp.size, `its heads are not after the previous checkpoint's (${ranges}): moved by hand`);
     return { tree: storedFrontier(cp, problem), rehashed: 0 };
   }
-  const added = ranges.reduce((n, r) => n + (r.upTo - r.after), 0);
-  if (added !== cp.size - prev.size) {
-    problem(cp.size, `its heads add ${added} events, its size ${cp.size - prev.size}: moved by hand`);
+  // Its heads count its chained events; a batch may also hold events without a chain, which no
+  // head counts (the old form seals chained events only).
+  const added = cp.size - prev.size;
+  const chained = ranges.reduce((n, r) => n + (r.upTo - r.after), 0);
+  if (cp.batch === null ? chained !== added : chained > added) {
+    problem(cp.size, `its heads add ${chained} events, its size ${added}: moved by hand`);
     return { tree: storedFrontier(cp, problem), rehashed: 0 };
   }
   // Retention removed some of them (below a chain's base): resume from the stored frontier.
@@ -180,7 +183,10 @@ async function extend(
     return { tree: storedFrontier(cp, () => undefined), rehashed: 0 };
   }
   // Every event its heads say it sealed, each chain's without a gap.
-  const events = cp.batch === null ? leaves : [...leaves].sort((a, b) => a.chain - b.chain || a.seq - b.seq);
+  const events =
+    cp.batch === null
+      ? leaves.filter(isChained)
+      : leaves.filter(isChained).sort((a, b) => a.chain - b.chain || a.seq - b.seq);
   let k = 0;
   for (const r of ranges) {
     for (let seq = r.after + 1; seq <= r.upTo; seq++, k++) {
@@ -197,12 +203,21 @@ async function extend(
       }
     }
   }
+  // Every other event it sealed: an event without a chain deleted, or moved out of its batch (its
+  // `tx` rewritten), leaves the batch short.
+  if (leaves.length < added) {
+    problem(
+      cp.size,
+      `it sealed ${added} events, its batch now holds ${leaves.length}: an event was deleted or moved out of it`,
+    );
+    return { tree: storedFrontier(cp, () => undefined), rehashed: 0 };
+  }
   const next = tree.clone();
   for (const e of leaves) next.append(eventLeafHash(e));
   if (next.root().toString('hex') !== cp.root) {
     problem(cp.size, 'its events do not give its root: an event was edited or reordered');
-    return { tree: storedFrontier(cp, () => undefined), rehashed: k };
+    return { tree: storedFrontier(cp, () => undefined), rehashed: leaves.length };
   }
   if (next.toJSON() !== cp.frontier) problem(cp.size, "its frontier is not the tree's: moved by hand");
-  return { tree: next, rehashed: k };
+  return { tree: next, rehashed: leaves.length };
 }

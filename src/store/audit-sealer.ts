@@ -1,4 +1,4 @@
-import { eventLeafHash } from './audit-chain.js';
+import { eventLeafHash, isChained } from './audit-chain.js';
 import { type ChainPlan, checkChainLinks, readWithLink } from './chain-links.js';
 import { checkpointNote } from './checkpoint-note.js';
 import { MerkleFrontier } from './merkle-tree.js';
@@ -140,8 +140,9 @@ export class AuditSealer {
       // their archives, not in the tree.
       const bases: Record<string, number> = {};
       for (const h of heads) if ((h.baseSeq ?? 0) > 0) bases[String(h.chain)] = h.baseSeq!;
-      // The events already there are sealed by the rounds that follow, in the same seal().
-      this.#behind = heads.some((h) => h.lastSeq > (h.baseSeq ?? 0));
+      // The events already there (with a chain or without) are sealed by the rounds that follow,
+      // in the same seal(); a round that finds none is idle.
+      this.#behind = true;
       return this.#append(null, 0, bases, null, MerkleFrontier.empty());
     }
     if (latest.batch === null) {
@@ -225,15 +226,17 @@ export class AuditSealer {
   /**
    * The heads after a batch, or a reason it cannot be sealed. While an event's head row is locked
    * until it commits, a batch holds, on every chain, the events right after its sealed seq: each
-   * is checked against its chain as the old form's ranges are.
+   * is checked against its chain as the old form's ranges are. An event without a chain has no
+   * link or hash to check: its leaf is all that protects it once sealed.
    */
   async #checkBatch(
     sealed: SealedHeads,
     heads: readonly ChainHead[],
     events: readonly EventRecord[],
   ): Promise<SealedHeads | string> {
+    const chained = events.filter(isChained);
     const upTo = new Map<number, number>();
-    for (const e of events) upTo.set(e.chain, Math.max(upTo.get(e.chain) ?? 0, e.seq));
+    for (const e of chained) upTo.set(e.chain, Math.max(upTo.get(e.chain) ?? 0, e.seq));
     const baseOf = new Map(heads.map((h) => [h.chain, h.baseSeq ?? 0]));
     const ranges: EventRange[] = [...upTo]
       .sort((a, b) => a[0] - b[0])
@@ -244,7 +247,7 @@ export class AuditSealer {
       .filter((read, i) => read.after < ranges[i]!.after)
       .map((read) => ({ ...read, upTo: read.after + 1 }));
     const linkEvents = await this.#o.store.readEventRanges(links);
-    const byChainSeq = [...linkEvents, ...events].sort((a, b) => a.chain - b.chain || a.seq - b.seq);
+    const byChainSeq = [...linkEvents, ...chained].sort((a, b) => a.chain - b.chain || a.seq - b.seq);
     const checked = checkChainLinks({ ranges, reads }, heads, byChainSeq);
     if (typeof checked === 'string') return checked;
     const next: Record<string, number> = { ...sealed };

@@ -1,5 +1,5 @@
 import { computeEventHash, GENESIS_HASH } from './audit-chain.js';
-import type { ChainHead, EventRange, EventRecord } from './types.js';
+import type { ChainedEvent, ChainHead, EventRange } from './types.js';
 
 /** What a seal round read by chain: the ranges it seals, and the reads that include each range's link. */
 export interface ChainPlan {
@@ -16,16 +16,16 @@ export interface ChainPlan {
 export function checkChainLinks(
   plan: ChainPlan,
   heads: readonly ChainHead[],
-  events: readonly EventRecord[],
-): EventRecord[] | string {
+  events: readonly ChainedEvent[],
+): ChainedEvent[] | string {
   const headOf = new Map(heads.map((h) => [h.chain, h]));
-  const byChain = new Map<number, EventRecord[]>();
+  const byChain = new Map<number, ChainedEvent[]>();
   for (const e of events) {
     const list = byChain.get(e.chain);
     if (list === undefined) byChain.set(e.chain, [e]);
     else list.push(e);
   }
-  const leaves: EventRecord[] = [];
+  const leaves: ChainedEvent[] = [];
   for (const [i, range] of plan.ranges.entries()) {
     const read = plan.reads[i]!;
     const list = byChain.get(range.chain) ?? [];

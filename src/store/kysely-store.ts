@@ -10,8 +10,8 @@ import { migrateStore } from './migrate-store.js';
 import {
   toApproval,
   toAttempt,
+  toChainedEvent,
   toDecision,
-  toEvent,
   toGrant,
   toObservation,
   toOperation,
@@ -27,6 +27,7 @@ import type {
   BatchEvents,
   BatchRead,
   ChainCut,
+  ChainedEvent,
   ChainHead,
   CheckpointRecord,
   DecideInput,
@@ -34,7 +35,6 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRange,
-  EventRecord,
   GrantInput,
   GrantRecord,
   ObservationInput,
@@ -578,12 +578,12 @@ export class KyselyStore implements Store {
       ]);
   }
 
-  readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]> {
+  readEvents(after: EventPosition | 0, limit: number): Promise<ChainedEvent[]> {
     return this.#guard('readEvents', async () => {
       const from = after === 0 ? { chain: -1, seq: 0 } : after;
       const rows = await this.#db
         .selectFrom('events')
-        .select(['chain', 'seq', 'type', 'operation_id', 'payload', 'prev_hash', 'hash'])
+        .select(['pos', 'chain', 'seq', 'type', 'operation_id', 'payload', 'prev_hash', 'hash'])
         // As text: exact whatever the driver does with bigint.
         .select(sql<string>`recorded_at_us::text`.as('recorded_at_us'))
         // A row comparison the index of the chained events (events_chain_seq_idx, partial: `seq is
@@ -594,7 +594,7 @@ export class KyselyStore implements Store {
         .orderBy('seq')
         .limit(limit)
         .execute();
-      return rows.map(toEvent);
+      return rows.map(toChainedEvent);
     });
   }
 
@@ -669,7 +669,7 @@ export class KyselyStore implements Store {
     return this.#guard('auditLogId', () => auditLog.auditLogId(this.#db));
   }
 
-  readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]> {
+  readEventRanges(ranges: readonly EventRange[]): Promise<ChainedEvent[]> {
     return this.#guard('readEventRanges', () => auditLog.readEventRanges(this.#db, ranges));
   }
 

@@ -15,6 +15,7 @@ import type {
   ApprovalRecord,
   ApprovalState,
   AttemptRecord,
+  ChainedEvent,
   DecisionRecord,
   DispatchState,
   EventRecord,
@@ -133,8 +134,34 @@ export function toDecision(row: DecisionRow): DecisionRecord {
   };
 }
 
-export function toEvent(row: Omit<Selectable<EventsTable>, 'recorded_at' | 'tx' | 'pos'>): EventRecord {
+/** An event row as read (`pos` and `seq` as text or number, whichever the driver gives). */
+export type EventRow = Omit<Selectable<EventsTable>, 'recorded_at' | 'tx'>;
+
+/** An event of the log, with its chain or without one. */
+export function toEvent(row: EventRow): EventRecord {
+  if (row.seq === null || row.chain === null || row.prev_hash === null || row.hash === null) {
+    return {
+      pos: Number(row.pos),
+      chain: null,
+      seq: null,
+      type: row.type,
+      operationId: row.operation_id,
+      recordedAtUs: String(row.recorded_at_us),
+      payload: row.payload,
+      prevHash: null,
+      hash: null,
+    };
+  }
+  return toChainedEvent(row);
+}
+
+/** An event read where only chained ones are (by chain and seq). */
+export function toChainedEvent(row: EventRow): ChainedEvent {
+  if (row.seq === null || row.chain === null || row.prev_hash === null || row.hash === null) {
+    throw new Error(`effectgate: event ${row.pos} has no chain where a chained one was read`);
+  }
   return {
+    pos: Number(row.pos),
     chain: Number(row.chain),
     seq: Number(row.seq),
     type: row.type,

@@ -176,15 +176,16 @@ export interface DedupeKeysTable {
 }
 
 export interface EventsTable {
-  chain: number;
-  seq: BigIntColumn;
+  /** Null for an event appended without a chain (migration 0027 allows it); so are its hashes. */
+  chain: number | null;
+  seq: ColumnType<string | number | null, never, never>;
   type: string;
   operation_id: string | null;
   recorded_at: Timestamp;
   recorded_at_us: BigIntColumn;
   payload: string;
-  prev_hash: string;
-  hash: string;
+  prev_hash: string | null;
+  hash: string | null;
   /** Migration 0024: the writer's top-level transaction id (xid8, as text); null on older events. */
   tx: ColumnType<string | null, never, never>;
   /**

@@ -1,5 +1,5 @@
 import { type AuditReport, verifyChain } from './audit-chain.js';
-import type { AuditStore, ChainHead, EventPosition, EventRecord } from './types.js';
+import type { AuditStore, ChainedEvent, ChainHead, EventPosition } from './types.js';
 
 /**
  * The events of a store in (chain, seq) order, read page by page (keyset) so a long log is walked
@@ -14,7 +14,7 @@ export async function* storeEvents(
     readonly upTo?: number;
     readonly pageSize?: number;
   } = {},
-): AsyncGenerator<EventRecord, void, undefined> {
+): AsyncGenerator<ChainedEvent, void, undefined> {
   const pageSize = options.pageSize ?? 1000;
   const only = options.chain;
   const upTo = options.upTo ?? Number.POSITIVE_INFINITY;
@@ -59,9 +59,9 @@ export async function verifyStoreChain(
  * verifier reports it). Used by the store verifier and the audit export alike.
  */
 export async function* upToHeads(
-  events: AsyncIterable<EventRecord>,
+  events: AsyncIterable<ChainedEvent>,
   heads: readonly ChainHead[],
-): AsyncGenerator<EventRecord, void, undefined> {
+): AsyncGenerator<ChainedEvent, void, undefined> {
   const until = new Map<number, number>();
   for (const head of heads) until.set(head.chain, Math.max(until.get(head.chain) ?? 0, head.lastSeq));
   for await (const event of events) {

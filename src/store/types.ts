@@ -729,15 +729,8 @@ export interface DecisionRecord {
   readonly shadowDispatch: ShadowDispatchRecord | null;
 }
 
-/**
- * One row of the append-only, hash-chained event log, exactly as stored. The log is several
- * independent chains (see `EVENT_CHAINS`); `seq` counts within the event's chain.
- */
-export interface EventRecord {
-  /** The chain: `chainOf(operationId ?? payload.input.decisionId)`. */
-  readonly chain: number;
-  /** Position in its chain, from 1, without gaps. */
-  readonly seq: number;
+/** What every event of the log holds, with or without a chain. */
+interface EventBody {
   readonly type: string;
   /** The operation whose lifecycle the event belongs to (`decision.allow`, `attempt.outcome`), else null. */
   readonly operationId: string | null;
@@ -745,9 +738,41 @@ export interface EventRecord {
   readonly recordedAtUs: string;
   /** The exact JSON text that was hashed. */
   readonly payload: string;
+}
+
+/**
+ * One row of the append-only, hash-chained event log, exactly as stored. The log is several
+ * independent chains (see `EVENT_CHAINS`); `seq` counts within the event's chain.
+ */
+export interface ChainedEvent extends EventBody {
+  /** The chain: `chainOf(operationId ?? payload.input.decisionId)`. */
+  readonly chain: number;
+  /** Position in its chain, from 1, without gaps. */
+  readonly seq: number;
   readonly prevHash: string;
   readonly hash: string;
+  /**
+   * Its position in the store (migration 0024; the events' key since 0027, which numbered the
+   * events from before 0024 below every other). Absent where it is not read: an export file.
+   */
+  readonly pos?: number;
 }
+
+/**
+ * An event appended without a chain (migration 0027 allows it): no seq, no link, no hash of its
+ * own. Its order is its position, and it is protected once sealed, by its leaf in the signed tree
+ * (`eventLeafHash`), which covers its position and every field.
+ */
+export interface UnchainedEvent extends EventBody {
+  readonly pos: number;
+  readonly chain: null;
+  readonly seq: null;
+  readonly prevHash: null;
+  readonly hash: null;
+}
+
+/** An event of the log, with a chain or without one. */
+export type EventRecord = ChainedEvent | UnchainedEvent;
 
 /** Where an event sits in the log: events are read in (chain, seq) order. */
 export interface EventPosition {
@@ -829,6 +854,13 @@ export interface BatchRead {
   readonly target: string | null;
   /** Events with a larger `pos` only (0: from the batch's start). */
   readonly from: number;
+  /**
+   * How a batch's rest (`from` > 0) is read: up to this position, an index range (a checkpoint
+   * that ends there); `'end'`, to the batch's end found by transaction id (an old batch read again,
+   * where an open index range would read every event written since); absent, an open index range
+   * (the batch being sealed now, past whose end lies only what was written since).
+   */
+  readonly upTo?: number | 'end';
   readonly limit: number;
   /** With `after` null: the heads the old form sealed up to. */
   readonly sealed: SealedHeads;
@@ -1032,7 +1064,7 @@ export interface AuditStore {
    * At most `limit` events in (chain, seq) order, after the position `after` (keyset paging over
    * every chain; `0` = from the very start).
    */
-  readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]>;
+  readEvents(after: EventPosition | 0, limit: number): Promise<ChainedEvent[]>;
   /** The head row of every chain, by chain. */
   chainHeads(): Promise<ChainHead[]>;
   /** Retention, step 1: where each chain would be cut to remove the events recorded before `before` (ISO time). */
@@ -1058,7 +1090,7 @@ export interface AuditStore {
   /** The sealed log's identity (settings.audit_log_id): the origin of its checkpoints names it. */
   auditLogId(): Promise<string>;
   /** The events of the given ranges, in (chain, seq) order: what a checkpoint of the old form sealed. */
-  readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]>;
+  readEventRanges(ranges: readonly EventRange[]): Promise<ChainedEvent[]>;
   /**
    * At most `limit` events of a batch (those `target` sees and `after` did not) with a `pos` past
    * `from`, in `pos` order; with `after` null, those with a `tx` not sealed by chain in `sealed`.

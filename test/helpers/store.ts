@@ -17,6 +17,7 @@ import type {
   BatchEvents,
   BatchRead,
   ChainCut,
+  ChainedEvent,
   ChainHead,
   CheckpointRecord,
   DecideInput,
@@ -24,7 +25,6 @@ import type {
   DecisionRecord,
   EventPosition,
   EventRange,
-  EventRecord,
   GrantInput,
   GrantRecord,
   ObservationInput,
@@ -267,7 +267,7 @@ class TestStoreHandle implements TestStore {
     return this.#inner.listDecisions(filter);
   }
 
-  readEvents(after: EventPosition | 0, limit: number): Promise<EventRecord[]> {
+  readEvents(after: EventPosition | 0, limit: number): Promise<ChainedEvent[]> {
     return this.#inner.readEvents(after, limit);
   }
 
@@ -291,7 +291,7 @@ class TestStoreHandle implements TestStore {
     return this.#inner.auditLogId();
   }
 
-  readEventRanges(ranges: readonly EventRange[]): Promise<EventRecord[]> {
+  readEventRanges(ranges: readonly EventRange[]): Promise<ChainedEvent[]> {
     return this.#inner.readEventRanges(ranges);
   }
 

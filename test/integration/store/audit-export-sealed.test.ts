@@ -13,7 +13,7 @@ import { verifyAuditExport } from '../../../src/store/audit-export-verify.js';
 import { AuditSealer } from '../../../src/store/audit-sealer.js';
 import { checkpointNote, readCheckpointNote } from '../../../src/store/checkpoint-note.js';
 import { generateNoteKey, parseSignerKey } from '../../../src/store/signed-note.js';
-import type { EventRecord } from '../../../src/store/types.js';
+import type { ChainedEvent } from '../../../src/store/types.js';
 import { testAuditKey } from '../../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { allows, writeHistory } from './audit-history.js';
@@ -28,7 +28,7 @@ async function exportOf(store: TestStore): Promise<string[]> {
 }
 
 const isCheckpoint = (line: string): boolean => line.startsWith('{"checkpoint":');
-const eventOf = (line: string): EventRecord => JSON.parse(line) as EventRecord;
+const eventOf = (line: string): ChainedEvent => JSON.parse(line) as ChainedEvent;
 const noteOf = (line: string): string => (JSON.parse(line) as { checkpoint: string }).checkpoint;
 const headerOf = (lines: readonly string[]): AuditExportHeader => JSON.parse(lines[0]!) as AuditExportHeader;
 /** The line numbers (0-based) of the checkpoint lines. */

@@ -1,5 +1,5 @@
 import { storeEvents } from '../../../src/store/store-events.js';
-import type { EventRecord, Store } from '../../../src/store/types.js';
+import type { ChainedEvent, Store } from '../../../src/store/types.js';
 import { type Allow, block, expectVerdict, newKey, newRun, outcome, reserve } from './inputs.js';
 
 /** A little history for the audit suites, and what it appended. */
@@ -10,8 +10,8 @@ export interface AuditHistory {
   readonly perCall: readonly number[];
 }
 
-export async function allEvents(store: Pick<Store, 'readEvents'>): Promise<EventRecord[]> {
-  const events: EventRecord[] = [];
+export async function allEvents(store: Pick<Store, 'readEvents'>): Promise<ChainedEvent[]> {
+  const events: ChainedEvent[] = [];
   // A small page, so paging across chains is exercised.
   for await (const e of storeEvents(store, { pageSize: 7 })) events.push(e);
   return events;
@@ -30,7 +30,7 @@ export async function allows(store: Store, n: number): Promise<void> {
   }
 }
 
-export const payloadOf = (e: EventRecord): Record<string, unknown> =>
+export const payloadOf = (e: ChainedEvent): Record<string, unknown> =>
   JSON.parse(e.payload) as Record<string, unknown>;
 
 /**

@@ -14,7 +14,7 @@
  * - an event moved out of its batch (its `tx` rewritten) or slipped into a sealed one is found.
  */
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainOf } from '../../../src/store/audit-chain.js';
 import { verifySealedLog } from '../../../src/store/audit-log-verify.js';
 import { AuditSealer } from '../../../src/store/audit-sealer.js';
@@ -23,16 +23,13 @@ import { uuidv7 } from '../../../src/store/uuidv7.js';
 import { testAuditKey } from '../../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { newKey, newRun, reserve } from './inputs.js';
+import { decideMany, expectAllSealed, tamperEachTestAlone } from './sealing.js';
 
 const { signer, verifier } = testAuditKey('effectgate-seal-by-snapshot');
 
 async function eventCount(store: TestStore): Promise<number> {
   const [row] = await store.query<{ n: string }>('select count(*)::text as n from events');
   return Number(row!.n);
-}
-
-async function decideMany(store: TestStore, n: number): Promise<void> {
-  for (let i = 0; i < n; i++) await store.decide(reserve(newRun(), newKey()));
 }
 
 async function checkpoints(store: TestStore): Promise<CheckpointRecord[]> {
@@ -203,21 +200,14 @@ for (const target of storeTargets()) {
     }
 
     describe('what a superuser does to sealed batches (triggers disabled)', () => {
-      beforeAll(async () => {
-        await decideMany(store, 4);
-        await new AuditSealer({ store, signer }).seal();
-        await store.query('create table events_backup as select * from events');
-        await store.query('alter table events disable trigger all');
-      });
-      afterEach(async () => {
-        await store.query('delete from events');
-        await store.query('insert into events select * from events_backup');
-        expect(await verifySealedLog(store, verifier)).toMatchObject({ ok: true });
-      });
-      afterAll(async () => {
-        await store.query('alter table events enable trigger all');
-        await store.query('drop table events_backup');
-      });
+      tamperEachTestAlone(
+        () => store,
+        verifier,
+        async () => {
+          await decideMany(store, 4);
+          await new AuditSealer({ store, signer }).seal();
+        },
+      );
 
       it('an event moved out of its batch: its transaction id rewritten to one no snapshot has seen', async () => {
         await store.query(
@@ -241,6 +231,37 @@ for (const target of storeTargets()) {
       });
     });
 
+    it('an event slipped into the end of a batch sealed over several checkpoints is found by its last one, which reads the batch again from where the one before it ended', async () => {
+      const s = await openTestStore(target);
+      try {
+        await decideMany(s, 2);
+        await new AuditSealer({ store: s, signer }).seal();
+        await decideMany(s, 10);
+        await new AuditSealer({ store: s, signer, maxEvents: 4 }).seal();
+        const batch = (await checkpoints(s)).slice(2);
+        expect(batch.map((c) => [c.size, c.batch!.through === null])).toEqual([
+          [6, false],
+          [10, false],
+          [12, true],
+        ]);
+        expect(await verifySealedLog(s, verifier)).toMatchObject({ ok: true, rehashed: 12 });
+        await s.query('alter table events disable trigger all');
+        await s.query(`insert into events (chain, seq, type, operation_id, payload, prev_hash, hash, recorded_at,
+            recorded_at_us, tx)
+          select chain, seq + 1000, type, operation_id, payload, prev_hash, hash, recorded_at, recorded_at_us, tx
+          from events where pos = (select max(pos) from events)`);
+        await s.query('alter table events enable trigger all');
+        const report = await verifySealedLog(s, verifier);
+        expect(report.ok).toBe(false);
+        expect(report.problems).toContainEqual({
+          size: 12,
+          reason: expect.stringContaining('holds more events than the 2 it sealed'),
+        });
+      } finally {
+        await s.close();
+      }
+    });
+
     it('seals a long log by chain first, then by snapshot', async () => {
       const long = await openTestStore(target);
       try {
@@ -253,11 +274,7 @@ for (const target of storeTargets()) {
         expect(byChain[0]!.size).toBe(0);
         expect(byChain[1]!.size).toBeGreaterThan(8);
         expect(all.slice(0, byChain.length)).toEqual(byChain);
-        expect(await verifySealedLog(long, verifier)).toMatchObject({
-          ok: true,
-          rehashed: 20,
-          unsealed: { count: 0 },
-        });
+        await expectAllSealed(long, verifier, 20);
       } finally {
         await long.close();
       }
@@ -285,11 +302,7 @@ for (const target of storeTargets()) {
           [17, false],
         ]);
         expect(all[2]!.batch).toMatchObject({ after: null });
-        expect(await verifySealedLog(old, verifier)).toMatchObject({
-          ok: true,
-          rehashed: 17,
-          unsealed: { count: 0 },
-        });
+        await expectAllSealed(old, verifier, 17);
         const latest = all[2]!;
         await decideMany(old, 1);
         await expect(

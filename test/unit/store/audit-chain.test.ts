@@ -7,11 +7,11 @@ import {
   GENESIS_HASH,
   verifyChain,
 } from '../../../src/store/audit-chain.js';
-import type { ChainHead, EventRecord } from '../../../src/store/types.js';
+import type { ChainedEvent, ChainHead } from '../../../src/store/types.js';
 
 interface Log {
   /** In append order, chains interleaved as a live store writes them. */
-  events: EventRecord[];
+  events: ChainedEvent[];
   heads: ChainHead[];
 }
 
@@ -22,7 +22,7 @@ interface Log {
  */
 function log(n: number): Log {
   const tails = new Map<number, { seq: number; hash: string }>();
-  const events: EventRecord[] = [];
+  const events: ChainedEvent[] = [];
   for (let i = 1; i <= n; i++) {
     const operationId = i % 3 ? `op-${i % 7}` : null;
     const decisionId = `dec-${i}`;
@@ -49,12 +49,12 @@ function log(n: number): Log {
 }
 
 /** Recomputes the hash of an event after tampering, as a careful forger would. */
-function forge(e: Omit<EventRecord, 'hash'>): EventRecord {
+function forge(e: Omit<ChainedEvent, 'hash'>): ChainedEvent {
   return { ...e, hash: computeEventHash(e) };
 }
 
 /** The chain with the most events, and the indexes of its events in `events`. */
-function busiest(events: readonly EventRecord[]): { chain: number; at: number[] } {
+function busiest(events: readonly ChainedEvent[]): { chain: number; at: number[] } {
   const byChain = new Map<number, number[]>();
   events.forEach((e, i) => {
     byChain.set(e.chain, [...(byChain.get(e.chain) ?? []), i]);
@@ -100,9 +100,9 @@ describe('verifyChain', () => {
     });
     const grouped = [...events].sort((a, b) => a.chain - b.chain || a.seq - b.seq);
     expect(await verifyChain(grouped, heads)).toMatchObject({ ok: true, checked: 40 });
-    async function* lines(): AsyncGenerator<EventRecord> {
+    async function* lines(): AsyncGenerator<ChainedEvent> {
       // As read back from an exported JSONL file.
-      for (const e of events) yield JSON.parse(JSON.stringify(e)) as EventRecord;
+      for (const e of events) yield JSON.parse(JSON.stringify(e)) as ChainedEvent;
     }
     expect(await verifyChain(lines(), heads)).toMatchObject({ ok: true });
     expect(await verifyChain(events, null)).toMatchObject({ ok: true });

@@ -6,8 +6,9 @@ import { type Kysely, type Migration, sql } from 'kysely';
  * its order, and the sealer (audit-sealer.ts) seals it into the Merkle tree afterwards, so no row
  * lock is held from an append to its commit for the trail's sake.
  * - Events from before 0024 have no position: they get one now, below every other (negative, in
- *   the order of their time and then of their chain's seq, which is each chain's own order, since
- *   a chain's time never goes backwards). Every event after them already has a larger one.
+ *   the order of their time, each taken as the latest time its chain had reached by then, so a
+ *   chain keeps its own order even where an early version's clock went back). Every event after
+ *   them already has a larger one.
  * - `pos` becomes the primary key: the projection names its events by position, and a batch's
  *   events are read by it.
  * - `(chain, seq)` stays unique for the events that have them, by a partial index: an event that
@@ -24,8 +25,9 @@ import { type Kysely, type Migration, sql } from 'kysely';
 const STATEMENTS: readonly string[] = [
   'alter table events disable trigger events_no_update_delete',
   `update events e set pos = n.pos
-    from (select chain, seq, row_number() over (order by recorded_at_us, chain, seq) - count(*) over () - 1 as pos
-          from events where pos is null) n
+    from (select chain, seq, row_number() over (order by t, chain, seq) - count(*) over () - 1 as pos
+          from (select chain, seq, max(recorded_at_us) over (partition by chain order by seq) as t
+                from events where pos is null) c) n
     where e.chain = n.chain and e.seq = n.seq`,
   'alter table events enable trigger events_no_update_delete',
   'alter table events alter column pos set not null',
