@@ -69,8 +69,9 @@ export function isChained(e: EventRecord): e is ChainedEvent {
 }
 
 /**
- * The first line of the leaf of an event without a chain. A chained event's leaf data begins with
- * its 64-hex link, so no leaf of one form is the leaf of the other.
+ * The first element of the leaf data of an event without a chain. That data is a JSON array, so
+ * it begins with `[`, where a chained event's begins with its 64-hex link: no leaf of one form is
+ * the leaf of the other.
  */
 export const UNCHAINED_LEAF_TAG = 'effectgate-event/unchained';
 
@@ -78,12 +79,13 @@ export const UNCHAINED_LEAF_TAG = 'effectgate-event/unchained';
  * An event's leaf hash in the sealed log's tree: what the sealer folds in and every verifier
  * rebuilds. A chained event's leaf is its hash input (every field and its link to the previous
  * one); an event without a chain has no hash of its own, so its leaf covers its position and
- * every field, and is all that protects it once sealed.
+ * every field, and is all that protects it once sealed. Its fields are a JSON array, so none can
+ * be read as another (a null operation is not an empty one; a line break in one is escaped).
  */
 export function eventLeafHash(e: EventRecord): Buffer {
   if (e.seq === null) {
     return leafHash(
-      `${UNCHAINED_LEAF_TAG}\n${e.pos}\n${e.type}\n${e.operationId ?? ''}\n${e.recordedAtUs}\n${e.payload}`,
+      JSON.stringify([UNCHAINED_LEAF_TAG, e.pos, e.type, e.operationId, e.recordedAtUs, e.payload]),
     );
   }
   return leafHash(eventHashInput(e));

@@ -65,6 +65,7 @@ export type AuditExportStore = Pick<
   | 'readCheckpoints'
   | 'readEventRanges'
   | 'readBatch'
+  | 'hasUnchainedEvents'
 >;
 
 type Part = { readonly kind: 'header' | 'event' | 'checkpoint'; readonly line: string };
@@ -106,6 +107,9 @@ async function* exportParts(
   options: AuditExportOptions,
 ): AsyncGenerator<Part, void, undefined> {
   const paging = options.pageSize === undefined ? {} : { pageSize: options.pageSize };
+  // This format carries chained events only, and reads the unsealed ones by chain: a log holding
+  // an event without one (sealed or not) is refused whole, never written without it.
+  if (await store.hasUnchainedEvents()) throw unchained();
   const origin = checkpointOrigin(await store.auditLogId());
   // The end before the heads: heads only move forward, so every event it sealed is at or below them.
   const end = options.segment === undefined ? await store.latestCheckpoint() : options.segment.until;
@@ -144,15 +148,17 @@ async function* exportParts(
 }
 
 function event(e: EventRecord): Part {
-  // This format writes chained events; an event without a chain is written by a later version,
-  // whose export writes it too.
-  if (!isChained(e)) {
-    throw new EffectgateError(
-      'EG_ERR_STORE_SCHEMA_NEWER',
-      `the log holds an event without a chain (position ${e.pos}), which this effectgate cannot export: export it with the version that wrote it`,
-    );
-  }
+  // One written after the check above began (a later version's gate running meanwhile).
+  if (!isChained(e)) throw unchained();
   return { kind: 'event', line: eventLine(e) };
+}
+
+/** An event without a chain is written by a later version, whose export writes it too. */
+function unchained(): EffectgateError {
+  return new EffectgateError(
+    'EG_ERR_STORE_SCHEMA_NEWER',
+    'the log holds an event without a chain, which this effectgate cannot export: export it with the version that wrote it',
+  );
 }
 
 function checkpoint(cp: CheckpointRecord): Part {

@@ -52,9 +52,9 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
   // A later statement sees every transaction `target` sees (they committed before it was taken),
   // so the two statements read what one would. The batch after a snapshot is found by
   // transaction id (eg_batch_events, events_tx_idx), and its rest by position; the first one, past
-  // the heads the old form sealed, by each chain's unsealed tail (events_chain_seq_idx) and, for
-  // the events without a chain (which the old form never sealed), by position from `from`: they
-  // were all written after every chained one but a few in flight, so that range reads little else.
+  // the heads the old form sealed, by each chain's unsealed tail (events_chain_seq_idx; the
+  // planner may walk that index whole, once per round of the first batch) and, for the events
+  // without a chain (which the old form never sealed), by position from `from`.
   const upTo = typeof read.upTo === 'number' ? read.upTo : Number.MAX_SAFE_INTEGER;
   const { rows } =
     read.after === null
@@ -91,6 +91,14 @@ export async function readBatch(db: Kysely<Database>, read: BatchRead): Promise<
     events: Object.freeze(rows.map(toEvent)),
     positions: Object.freeze(rows.map((row) => Number(row.pos))),
   });
+}
+
+export async function hasUnchainedEvents(db: Kysely<Database>): Promise<boolean> {
+  // Any row with a chain field missing: none is expected of this version's append, and a row
+  // edited by hand is one too. Read once per export, which reads every event anyway.
+  const { rows } = await sql<{ found: boolean }>`select exists (select 1 from events e
+      where e.seq is null or e.chain is null or e.prev_hash is null or e.hash is null) as found`.execute(db);
+  return rows[0]?.found === true;
 }
 
 export async function hasUnsealedLegacy(db: Kysely<Database>, heads: SealedHeads): Promise<boolean> {

@@ -193,6 +193,18 @@ export class AuditSealer {
     this.#behind = more || read.from > 0;
     const checked = await this.#checkBatch(latest.heads, heads, taken);
     if (typeof checked === 'string') return this.#refuse(checked);
+    // A new batch taken whole holds every chained event the heads count (they were read before
+    // its snapshot was taken): a chain its events end short of was cut by hand, an event deleted
+    // or its chain fields cleared so that it would pass for one without a chain.
+    const short =
+      read.target === null && !more
+        ? heads.find((h) => (checked[String(h.chain)] ?? 0) < h.lastSeq)
+        : undefined;
+    if (short !== undefined) {
+      return this.#refuse(
+        `chain ${short.chain} counts ${short.lastSeq} events, its sealed ones end at ${checked[String(short.chain)] ?? 0}: an event was removed or its chain cleared`,
+      );
+    }
     const batch: CheckpointBatch = Object.freeze({
       after: read.after,
       target: got.target,

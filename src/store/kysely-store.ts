@@ -697,6 +697,10 @@ export class KyselyStore implements Store {
     return this.#guard('hasUnsealedLegacy', () => auditLog.hasUnsealedLegacy(this.#db, heads));
   }
 
+  hasUnchainedEvents(): Promise<boolean> {
+    return this.#guard('hasUnchainedEvents', () => auditLog.hasUnchainedEvents(this.#db));
+  }
+
   unsealedEvents(latest: CheckpointRecord | null): Promise<UnsealedEvents> {
     return this.#guard('unsealedEvents', () => auditLog.unsealedEvents(this.#db, latest));
   }

@@ -137,9 +137,13 @@ export function toDecision(row: DecisionRow): DecisionRecord {
 /** An event row as read (`pos` and `seq` as text or number, whichever the driver gives). */
 export type EventRow = Omit<Selectable<EventsTable>, 'recorded_at' | 'tx'>;
 
-/** An event of the log, with its chain or without one. */
+/**
+ * An event of the log, with its chain or without one: without one only when every chain field is
+ * missing, as an append without a chain writes it. A row missing some of them was edited by hand
+ * and is read as chained (toChainedEvent), so its chain check fails where it is.
+ */
 export function toEvent(row: EventRow): EventRecord {
-  if (row.seq === null || row.chain === null || row.prev_hash === null || row.hash === null) {
+  if (row.seq === null && row.chain === null && row.prev_hash === null && row.hash === null) {
     return {
       pos: Number(row.pos),
       chain: null,
@@ -155,22 +159,23 @@ export function toEvent(row: EventRow): EventRecord {
   return toChainedEvent(row);
 }
 
-/** An event read where only chained ones are (by chain and seq). */
+/**
+ * An event read as chained. A row with some chain field missing was edited by hand: it is read
+ * with that field empty (chain -1, seq 0, no hash), so the chain checks report it where it is,
+ * rather than the reader failing or the event passing for one without a chain.
+ */
 export function toChainedEvent(row: EventRow): ChainedEvent {
-  if (row.seq === null || row.chain === null || row.prev_hash === null || row.hash === null) {
-    throw new Error(`effectgate: event ${row.pos} has no chain where a chained one was read`);
-  }
   return {
     pos: Number(row.pos),
-    chain: Number(row.chain),
-    seq: Number(row.seq),
+    chain: row.chain === null ? -1 : Number(row.chain),
+    seq: row.seq === null ? 0 : Number(row.seq),
     type: row.type,
     operationId: row.operation_id,
     // Microseconds since 1970 stay below 2^53 until the year 2255, so String(number) is exact too.
     recordedAtUs: String(row.recorded_at_us),
     payload: row.payload,
-    prevHash: row.prev_hash,
-    hash: row.hash,
+    prevHash: row.prev_hash ?? '',
+    hash: row.hash ?? '',
   };
 }
 

@@ -49,6 +49,7 @@ const SERVED = [
   'readEventRanges',
   'readBatch',
   'hasUnsealedLegacy',
+  'hasUnchainedEvents',
   'latestCheckpoint',
   'getCheckpoint',
   'readCheckpoints',

@@ -1099,6 +1099,8 @@ export interface AuditStore {
   readBatch(read: BatchRead): Promise<BatchEvents>;
   /** Whether an event written before the store gave events an order (no `tx`) lies past `heads`. */
   hasUnsealedLegacy(heads: SealedHeads): Promise<boolean>;
+  /** Whether the log holds an event without a chain (which a later version's append writes). */
+  hasUnchainedEvents(): Promise<boolean>;
   /** The newest checkpoint, or null while the log has none. */
   latestCheckpoint(): Promise<CheckpointRecord | null>;
   /** The checkpoint of tree size `size`, or null. */

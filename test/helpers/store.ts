@@ -323,6 +323,10 @@ class TestStoreHandle implements TestStore {
     return this.#inner.hasUnsealedLegacy(heads);
   }
 
+  hasUnchainedEvents(): Promise<boolean> {
+    return this.#inner.hasUnchainedEvents();
+  }
+
   unsealedEvents(latest: CheckpointRecord | null): Promise<UnsealedEvents> {
     return this.#inner.unsealedEvents(latest);
   }

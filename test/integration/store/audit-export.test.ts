@@ -456,6 +456,7 @@ for (const target of storeTargets()) {
         readCheckpoints: (after, limit) => store.readCheckpoints(after, limit),
         readEventRanges: (ranges) => store.readEventRanges(ranges),
         readBatch: (read) => store.readBatch(read),
+        hasUnchainedEvents: () => store.hasUnchainedEvents(),
         chainHeads: () => store.chainHeads(),
         readEvents: (after, limit) => {
           limits.push(limit);

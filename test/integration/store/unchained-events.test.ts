@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditExportLines } from '../../../src/store/audit-export.js';
 import { verifySealedLog } from '../../../src/store/audit-log-verify.js';
 import { AuditSealer } from '../../../src/store/audit-sealer.js';
+import { verifyStoreChain } from '../../../src/store/store-events.js';
 import { testAuditKey } from '../../helpers/audit-keys.js';
 import { openTestStore, storeTargets, type TestStore } from '../../helpers/store.js';
 import { decideMany, expectAllSealed, tamperEachTestAlone } from './sealing.js';
@@ -27,6 +28,13 @@ async function appendUnchained(store: TestStore, n: number): Promise<void> {
     select 'grant.created', null, clock_timestamp(), (extract(epoch from clock_timestamp()) * 1000000)::bigint,
       json_build_object('input', json_build_object('n', g))::text
     from generate_series(1, ${n}) g`);
+}
+
+/** Reads a whole export, to what it ends or fails with. */
+async function exportAll(store: TestStore): Promise<void> {
+  for await (const _ of auditExportLines(store, {})) {
+    // read through
+  }
 }
 
 async function unchainedCount(store: TestStore): Promise<number> {
@@ -82,13 +90,39 @@ for (const target of storeTargets()) {
       }
     });
 
+    it('a chained event whose chain fields were cleared by hand is not sealed as one without a chain', async () => {
+      const s = await openTestStore(target);
+      try {
+        await decideMany(s, 3);
+        const sealer = new AuditSealer({ store: s, signer });
+        await sealer.seal();
+        const sealed = (await s.latestCheckpoint())!.size;
+        await decideMany(s, 1);
+        await s.query('alter table events disable trigger all');
+        await s.query(`update events set chain = null, seq = null, prev_hash = null, hash = null
+            where pos = (select max(pos) from events)`);
+        await s.query('alter table events enable trigger all');
+        expect(await sealer.seal()).toBe(0);
+        expect((await s.latestCheckpoint())!.size).toBe(sealed);
+        expect((await verifySealedLog(s, verifier)).unsealed.count).toBeGreaterThan(0);
+      } finally {
+        await s.close();
+      }
+    });
+
+    it("this version's export refuses an unsealed one too, rather than leave it out", async () => {
+      const s = await openTestStore(target);
+      try {
+        await decideMany(s, 2);
+        await appendUnchained(s, 1);
+        await expect(exportAll(s)).rejects.toMatchObject({ code: 'EG_ERR_STORE_SCHEMA_NEWER' });
+      } finally {
+        await s.close();
+      }
+    });
+
     it("this version's export refuses them, naming the version to use", async () => {
-      const lines = async (): Promise<void> => {
-        for await (const _ of auditExportLines(store, {})) {
-          // read through
-        }
-      };
-      await expect(lines()).rejects.toMatchObject({ code: 'EG_ERR_STORE_SCHEMA_NEWER' });
+      await expect(exportAll(store)).rejects.toMatchObject({ code: 'EG_ERR_STORE_SCHEMA_NEWER' });
     });
 
     describe('what a superuser does to them once sealed (triggers disabled)', () => {
@@ -138,6 +172,15 @@ for (const target of storeTargets()) {
         expect(report.problems.map((p) => p.reason)).toContainEqual(
           expect.stringContaining('deleted or moved out'),
         );
+      });
+
+      it('a chained event made to look half unchained (its hash cleared) is reported by the chain walk, which does not fail', async () => {
+        await store.query(
+          'update events set hash = null where pos = (select max(pos) from events where seq is not null)',
+        );
+        const report = await verifyStoreChain(store);
+        expect(report.ok).toBe(false);
+        expect(report.firstBad?.reason).toMatch(/hash/);
       });
 
       it('one slipped into a sealed batch', async () => {
