@@ -215,8 +215,13 @@ export function connectStoreSocket(dir: string): Store {
           res.on('error', (err) => reject(new StoreError('store socket: answer lost', { cause: err })));
         },
       );
-      // A short name of a long path holds a directory handle only until the connection is made.
-      req.on('socket', (socket) => socket.once('connect', () => where.release()));
+      // A short name of a long path holds a directory handle only until the connection is made. A
+      // connection the agent kept alive is made already: it never says 'connect' again, and a
+      // listener per call would pile up on it.
+      req.on('socket', (socket) => {
+        if (socket.connecting) socket.once('connect', () => where.release());
+        else where.release();
+      });
       req.on('close', () => where.release());
       req.on('error', (err) =>
         reject(

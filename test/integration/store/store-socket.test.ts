@@ -58,6 +58,24 @@ describe('store socket of an embedded store', () => {
     await remote.close();
   });
 
+  it('many calls on one kept-alive connection leave no listener behind', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(`${w.name}: ${w.message}`);
+    };
+    process.on('warning', onWarning);
+    try {
+      const remote = connectStoreSocket(dir);
+      for (let i = 0; i < 15; i++) await remote.chainHeads();
+      await remote.close();
+      // Warnings are emitted on the next tick.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+  });
+
   it('carries stable error codes back to the caller', async () => {
     const remote = connectStoreSocket(dir);
     await expect(
